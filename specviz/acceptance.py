@@ -1,0 +1,122 @@
+"""Sampling settings, logit warping and the two acceptance rules.
+
+Notation: target distribution p, draft distribution q, draft tokens x_1..x_g.
+
+* Greedy (temperature 0): accept x_i while x_i == argmax p_i; then emit argmax p_{k+1}.
+* Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): accept x_i with
+  probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection emit a token from
+  norm(max(0, p_i - q_i)); if all g are accepted emit a bonus token from p_{g+1}.
+  The emitted tokens then follow p exactly.
+
+Both p and q are the *warped* distributions (temperature, top-k, top-p applied to
+each model alike), so the output follows the warped target, as plain sampling would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specviz.errors import BadInput
+
+TOPP_CANDIDATES = 1024  # nucleus searched among this many tokens first (exact fallback)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_sampling(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+    """Raise BadInput for settings outside temperature >= 0, top_k >= 0, 0 < top_p <= 1."""
+    if not isinstance(temperature, (int, float)) or temperature != temperature or temperature < 0:
+        raise BadInput(f"temperature must be >= 0 (0 means greedy); got {temperature!r}")
+    if temperature > 100:
+        raise BadInput(f"temperature must be at most 100; got {temperature!r}")
+    if not isinstance(top_k, int) or top_k < 0:
+        raise BadInput(f"top-k must be a whole number >= 0 (0 turns it off); got {top_k!r}")
+    if not isinstance(top_p, (int, float)) or not (0 < top_p <= 1):
+        raise BadInput(f"top-p must be in (0, 1]; got {top_p!r}")
+
+
+def _top_p_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Boolean mask of the tokens outside the nucleus: the smallest set, taken in
+    order of probability, whose mass reaches top_p (the top token is always kept)."""
+    probs = logits.softmax(-1)
+    k = min(TOPP_CANDIDATES, probs.shape[-1])
+    top, idx = probs.topk(k, dim=-1)
+    if bool((top.sum(-1) < top_p).any()) and k < probs.shape[-1]:
+        top, idx = probs.sort(dim=-1, descending=True)  # exact fallback: full sort
+    before = top.cumsum(-1) - top  # mass strictly before each token
+    keep_sorted = before < top_p
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, idx, keep_sorted)
+    return ~keep
+
+
+def warp(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
+    """Probabilities (float32, rows sum to 1) after temperature, top-k and top-p.
+
+    In greedy mode the temperature-1 softmax is returned (for display only: the
+    greedy rule uses the argmax)."""
+    logits = logits.float()
+    if s.greedy:
+        return logits.softmax(-1)
+    logits = logits / s.temperature
+    if s.top_k and s.top_k < logits.shape[-1]:
+        kth = logits.topk(s.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if s.top_p < 1.0:
+        logits = logits.masked_fill(_top_p_mask(logits, s.top_p), float("-inf"))
+    return logits.softmax(-1)
+
+
+def pick(probs: torch.Tensor, s: Sampling, gen: torch.Generator) -> int:
+    """One token from a probability row: argmax when greedy, else a seeded draw."""
+    if s.greedy:
+        return int(probs.argmax())
+    return int(torch.multinomial(probs.cpu(), 1, generator=gen))
+
+
+def greedy_accept(p: torch.Tensor, draft: list[int]) -> tuple[int, int]:
+    """Greedy rule. p: [g+1, V] target rows; returns (k accepted, target's next token)."""
+    best = p.argmax(-1).tolist()
+    k = 0
+    while k < len(draft) and draft[k] == best[k]:
+        k += 1
+    return k, best[k]
+
+
+def sampling_accept(
+    p: torch.Tensor, q: torch.Tensor, draft: list[int], gen: torch.Generator
+) -> tuple[int, int]:
+    """Speculative sampling. p: [g+1, V], q: [g, V] warped rows; returns (k, next token).
+
+    The next token is a correction from norm(max(0, p_k - q_k)) when k < g, else a
+    bonus from p_g. Uses one uniform draw per draft token, then one categorical draw.
+    """
+    p, q = p.cpu(), q.cpu()
+    g = len(draft)
+    if g:
+        rows = torch.arange(g)
+        tok = torch.tensor(draft)
+        ratio = p[rows, tok] / q[rows, tok].clamp_min(1e-30)
+        u = torch.rand(g, generator=gen)
+        rejected = (u >= ratio).nonzero()
+        if len(rejected):
+            k = int(rejected[0])
+            residual = (p[k] - q[k]).clamp_min(0)
+            total = residual.sum()
+            # p == q on the support leaves no residual mass; p itself is then exact.
+            row = residual / total if total > 0 else p[k]
+            return k, int(torch.multinomial(row, 1, generator=gen))
+    return g, int(torch.multinomial(p[g], 1, generator=gen))

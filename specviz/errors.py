@@ -1,0 +1,14 @@
+"""Exceptions with messages meant for a person: the CLI prints them and exits 2,
+the app shows them next to the widget concerned."""
+
+
+class SpecvizError(Exception):
+    """Base class: every error specviz raises on purpose."""
+
+
+class BadInput(SpecvizError, ValueError):
+    """A setting or prompt outside what the engine accepts."""
+
+
+class ModelError(SpecvizError):
+    """A model that cannot be found, verified or loaded, or a pair that does not fit."""

@@ -1,0 +1,96 @@
+"""A causal LM bound to its own KV cache, with an exact record of what the cache holds.
+
+The record (``tokens``) makes rollback a matter of arithmetic: to continue from a
+sequence, keep the longest common prefix of the cache and the sequence, crop the
+rest (``DynamicCache.crop`` takes a negative count), and feed what is missing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import DynamicCache
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels, so a timed span is the work and not its launch."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+class KVModel:
+    """One model, one cache. Many KVModels may share the same weights."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.model = model
+        self.device = device
+        self.cache = DynamicCache(config=model.config)
+        self.tokens: list[int] = []
+
+    @property
+    def cache_len(self) -> int:
+        """Length of the KV tensors themselves (not of the record)."""
+        return self.cache.get_seq_length()
+
+    def common_prefix(self, seq: list[int]) -> int:
+        """Length of the longest common prefix of the cache record and ``seq``."""
+        if len(self.tokens) <= len(seq) and seq[: len(self.tokens)] == self.tokens:
+            return len(self.tokens)  # the usual case, compared at C speed
+        n = min(len(self.tokens), len(seq))
+        i = 0
+        while i < n and self.tokens[i] == seq[i]:
+            i += 1
+        return i
+
+    def rollback(self, length: int) -> int:
+        """Drop cached positions >= length; returns how many were dropped."""
+        drop = len(self.tokens) - length
+        if drop > 0:
+            self.cache.crop(-drop)
+            del self.tokens[length:]
+        return max(drop, 0)
+
+    def forward(self, new: list[int], keep: int) -> torch.Tensor:
+        """Append ``new`` to the cache; return float32 logits [keep, V] of the last positions.
+
+        keep >= 1: transformers reads logits_to_keep=0 as "all positions"."""
+        if keep < 1:
+            raise ValueError("keep must be >= 1")
+        ids = torch.tensor([new], dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+        self.tokens.extend(new)
+        return out.logits[0, -keep:].float()
+
+    def timed_forward(self, new: list[int], keep: int, clock: "Clock") -> tuple[torch.Tensor, float, float]:
+        """forward(), synchronised, with its start and end on ``clock`` (ms)."""
+        start = clock.now()
+        logits = self.forward(new, keep).cpu()
+        synchronize(self.device)
+        return logits, start, clock.now()
+
+
+class Clock:
+    """Milliseconds of engine time since the run started (perf_counter_ns).
+
+    The clock stops while the caller holds a yielded round (drawing it, animating
+    it, waiting for a Step click), so timings are the engine's own."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter_ns()
+        self.paused_at: int | None = None
+
+    def now(self) -> float:
+        end = self.paused_at if self.paused_at is not None else time.perf_counter_ns()
+        return (end - self.t0) / 1e6
+
+    def pause(self) -> None:
+        self.paused_at = time.perf_counter_ns()
+
+    def resume(self) -> None:
+        if self.paused_at is not None:
+            self.t0 += time.perf_counter_ns() - self.paused_at
+            self.paused_at = None

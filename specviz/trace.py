@@ -1,0 +1,249 @@
+"""The record of one decoding run: Events inside Rounds inside a Trace.
+
+Everything is plain data (dataclasses), serialisable to JSON and back, so a
+run can be recorded once and replayed with no model loaded.
+
+Timings are wall clock in milliseconds relative to the run start. A *forward*
+event is a model forward pass; everything else on the clock is overhead.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from specviz.errors import BadInput
+
+SCHEMA_VERSION = 1
+
+LANES = ("draft", "target")
+FORWARD_KINDS = frozenset({"prefill", "draft_forward", "verify_forward", "target_forward"})
+EVENT_KINDS = FORWARD_KINDS | {"sample", "rollback", "lookup"}
+
+SUMMARY_KEYS = (
+    "new_tokens",
+    "rounds",
+    "wall_ms",
+    "tokens_per_second",
+    "acceptance_rate",
+    "mean_acceptance_length",
+    "per_position_acceptance",
+    "draft_forward_ms_median",
+    "target_forward_ms_median",
+    "cost_ratio_c",
+    "draft_idle_fraction",
+    "target_idle_fraction",
+    "overhead_ms",
+    "ttft_ms",
+)
+
+
+@dataclass
+class Event:
+    """One timed step on one lane: a forward pass, a sampling step, a rollback."""
+
+    lane: str
+    kind: str
+    start_ms: float
+    end_ms: float
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def duration_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+    @property
+    def is_forward(self) -> bool:
+        return self.kind in FORWARD_KINDS
+
+
+@dataclass
+class Round:
+    """One draft-then-verify round (or one plain target step when gamma == 0).
+
+    ``proposed`` holds the draft's tokens, ``q``/``p`` the draft's and target's
+    probability of each. The first ``accepted`` are kept, ``rejected`` holds the
+    rest, and ``correction`` is the target's own token: a correction after a
+    rejection, a *bonus* when every proposed token was accepted. ``emitted`` is
+    what the round added to the output (cut at EOS, stop strings or the token
+    budget). ``margin`` is the target's top-1 minus top-2 probability at each
+    verified position up to the emitted token: a small margin is a near-tie.
+    """
+
+    index: int
+    gamma: int
+    proposed: list[int] = field(default_factory=list)
+    proposed_text: list[str] = field(default_factory=list)
+    q: list[float] = field(default_factory=list)
+    p: list[float] = field(default_factory=list)
+    accepted: int = 0
+    rejected: list[int] = field(default_factory=list)
+    correction: int | None = None
+    correction_text: str = ""
+    bonus: bool = False
+    emitted: list[int] = field(default_factory=list)
+    margin: list[float] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def start_ms(self) -> float:
+        return min((e.start_ms for e in self.events), default=0.0)
+
+    @property
+    def end_ms(self) -> float:
+        return max((e.end_ms for e in self.events), default=0.0)
+
+
+@dataclass
+class RunConfig:
+    """Everything needed to reproduce a run."""
+
+    mode: str = "speculative"  # "speculative" | "autoregressive"
+    draft: str = ""
+    target: str = ""
+    device: str = "cpu"
+    dtype: str = "float32"
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    prompt: str = ""
+    chat: bool = True
+    max_new_tokens: int = 64
+    stop: list[str] = field(default_factory=list)
+    drafter: str = "model"
+    policy: str = "constant"
+
+
+@dataclass
+class Trace:
+    """One run: its config, its rounds, its output and its summary statistics."""
+
+    config: RunConfig
+    rounds: list[Round] = field(default_factory=list)
+    prompt_ids: list[int] = field(default_factory=list)
+    prefill: list[Event] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+    output_text: str = ""
+    wall_ms: float = 0.0
+    stop_reason: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def events(self) -> list[Event]:
+        """All events in time order, prefill first."""
+        return list(self.prefill) + [e for r in self.rounds for e in r.events]
+
+    def finish(self) -> "Trace":
+        """Fill ``summary`` from the rounds; returns self."""
+        self.summary = summarize(self)
+        return self
+
+    # --- JSON -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json(indent=1), encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Trace":
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise BadInput(
+                f"trace schema_version is {version!r}; this specviz reads version {SCHEMA_VERSION}"
+            )
+        try:
+            config = _build(RunConfig, data["config"])
+            rounds = [
+                _build(Round, {**r, "events": [_build(Event, e) for e in r.get("events", [])]})
+                for r in data.get("rounds", [])
+            ]
+            prefill = [_build(Event, e) for e in data.get("prefill", [])]
+            rest = {k: v for k, v in data.items() if k not in {"config", "rounds", "prefill"}}
+            return _build(cls, {**rest, "config": config, "rounds": rounds, "prefill": prefill})
+        except (KeyError, TypeError) as exc:
+            raise BadInput(f"not a specviz trace: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trace":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"trace is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise BadInput("not a specviz trace: expected a JSON object")
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+
+def _build(cls, data: dict[str, Any]):
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def per_position_acceptance(rounds: list[Round]) -> list[float]:
+    """Share of rounds that accepted draft position i, among those that drafted it."""
+    longest = max((len(r.proposed) for r in rounds), default=0)
+    rates = []
+    for i in range(longest):
+        drafted = [r for r in rounds if len(r.proposed) > i]
+        rates.append(sum(r.accepted > i for r in drafted) / len(drafted))
+    return rates
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """Summary statistics with the names serving engines use.
+
+    acceptance_rate = accepted / drafted; mean_acceptance_length = 1 + accepted / rounds;
+    cost_ratio_c = median draft forward / median target forward (verify pass in a
+    speculative run); idle fraction = share of wall time a lane runs no forward pass;
+    overhead_ms = wall time inside no forward pass at all.
+    """
+    rounds = trace.rounds
+    wall = trace.wall_ms
+    events = trace.events
+    drafted = sum(len(r.proposed) for r in rounds)
+    accepted = sum(r.accepted for r in rounds)
+    new_tokens = len(trace.output_ids)
+
+    draft_fw = [e.duration_ms for e in events if e.kind == "draft_forward"]
+    target_fw = [e.duration_ms for e in events if e.kind in ("verify_forward", "target_forward")]
+    d_med, t_med = _median(draft_fw), _median(target_fw)
+
+    def busy(lane: str) -> float:
+        return sum(e.duration_ms for e in events if e.lane == lane and e.is_forward)
+
+    forward_total = sum(e.duration_ms for e in events if e.is_forward)
+    first = next((r for r in rounds if r.emitted), None)
+    return {
+        "new_tokens": new_tokens,
+        "rounds": len(rounds),
+        "wall_ms": wall,
+        "tokens_per_second": new_tokens / wall * 1000.0 if wall > 0 else 0.0,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "mean_acceptance_length": 1.0 + accepted / len(rounds) if rounds else 0.0,
+        "per_position_acceptance": per_position_acceptance(rounds),
+        "draft_forward_ms_median": d_med,
+        "target_forward_ms_median": t_med,
+        "cost_ratio_c": d_med / t_med if d_med is not None and t_med else None,
+        "draft_idle_fraction": 1.0 - busy("draft") / wall if wall > 0 else 0.0,
+        "target_idle_fraction": 1.0 - busy("target") / wall if wall > 0 else 0.0,
+        "overhead_ms": max(0.0, wall - forward_total),
+        "ttft_ms": first.end_ms if first is not None else None,
+    }
