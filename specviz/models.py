@@ -182,7 +182,9 @@ def load_pair(
         t_dir = materialize(target_src, progress)
         progress("Checking that the tokenizers match", None)
         tokenizer = _load_tokenizer(t_dir)
-        diff = first_vocab_difference(_load_tokenizer(d_dir), tokenizer) if d_dir != t_dir else None
+        diff = None
+        if not _same_file(d_dir / "tokenizer.json", t_dir / "tokenizer.json"):
+            diff = first_vocab_difference(_load_tokenizer(d_dir), tokenizer)
         if diff:
             raise ModelError(f"the draft and target tokenizers differ: {diff}")
         progress("Loading draft weights", 0.0)
@@ -203,6 +205,13 @@ def _display_name(src: str) -> str:
     if src == "default-target":
         return TARGET.name
     return src
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Byte-identical files (a cheap test that spares loading a second tokenizer)."""
+    if not (a.is_file() and b.is_file()) or a.stat().st_size != b.stat().st_size:
+        return False
+    return a.samefile(b) or hashlib.sha256(a.read_bytes()).digest() == hashlib.sha256(b.read_bytes()).digest()
 
 
 def _load_tokenizer(path: Path):

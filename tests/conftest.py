@@ -1,0 +1,107 @@
+"""Shared fixtures for the engine tests: the tiny pair (fp32, CPU), run helpers and
+a recorder of the KV-cached models a run creates.
+
+Nothing here may reach a model hub: HF_HUB_OFFLINE is set before anything imports
+huggingface_hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import specviz.engine  # noqa: E402
+from specviz import RunConfig, autoregressive, load_pair, speculative  # noqa: E402
+from specviz.kv import KVModel  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    """The tiny Qwen2 pair in fp32 on the CPU. Never mutate it in a test.
+
+    The models are tiny: one intra-op thread is several times faster than two on
+    this kind of machine (no thread hand-off per kernel), and it is deterministic."""
+    torch.set_num_threads(1)
+    return load_pair("tiny", device="cpu", dtype="float32")
+
+
+def make_config(**overrides) -> RunConfig:
+    """A fresh RunConfig (Decoding mutates the one it gets) with greedy defaults."""
+    base = dict(
+        prompt="Hello world", gamma=4, max_new_tokens=32, temperature=0.0, top_k=0,
+        top_p=1.0, seed=0, chat=True, stop=[], drafter="model", policy="constant",
+    )
+    base.update(overrides)
+    return RunConfig(**base)
+
+
+def run_sd(pair, **overrides):
+    return speculative(pair, make_config(**overrides)).run()
+
+
+def run_ar(pair, **overrides):
+    return autoregressive(pair, make_config(**overrides)).run()
+
+
+class KVRecorder:
+    """Every KVModel the engine creates, plus the longest record each ever held."""
+
+    def __init__(self) -> None:
+        self.instances: list[KVModel] = []
+        self.peak: dict[int, int] = {}
+        self.start = 0
+
+    def mark(self) -> None:
+        """Forget the KVModels of earlier runs: only later ones count from now on."""
+        self.start = len(self.instances)
+
+    @property
+    def current(self) -> list[KVModel]:
+        return self.instances[self.start:]
+
+    def of(self, model) -> list[KVModel]:
+        return [kv for kv in self.current if kv.model is model]
+
+    def target(self, pair) -> KVModel:
+        (kv,) = self.of(pair.target)
+        return kv
+
+    def draft(self, pair) -> KVModel | None:
+        found = self.of(pair.draft)
+        assert len(found) <= 1
+        return found[0] if found else None
+
+
+@contextlib.contextmanager
+def recording_kv():
+    """Patch the engine's KVModel with a subclass that registers its instances and
+    tracks the peak cache length (the engine itself runs unchanged). Usable inside
+    hypothesis tests, where function-scoped fixtures are not."""
+    rec = KVRecorder()
+
+    class Recorded(KVModel):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            rec.instances.append(self)
+            rec.peak[id(self)] = 0
+
+        def forward(self, new, keep):
+            out = super().forward(new, keep)
+            rec.peak[id(self)] = max(rec.peak[id(self)], len(self.tokens), self.cache_len)
+            return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(specviz.engine, "KVModel", Recorded)
+        yield rec
+
+
+@pytest.fixture
+def kv_recorder():
+    with recording_kv() as rec:
+        yield rec
