@@ -217,7 +217,10 @@ def _same_file(a: Path, b: Path) -> bool:
 def _load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    try:
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    except Exception as exc:  # transformers raises assorted types for unreadable tokenizers
+        raise ModelError(f"could not load the tokenizer in {path}: {exc}") from None
 
 
 def _load_model(path: Path, dtype: str, device: torch.device) -> torch.nn.Module:
@@ -227,7 +230,7 @@ def _load_model(path: Path, dtype: str, device: torch.device) -> torch.nn.Module
         model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=DTYPES[dtype], use_safetensors=True, trust_remote_code=False
         )
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # unknown architecture, bad config, unreadable weights
         raise ModelError(f"could not load the model in {path}: {exc}") from None
     return model.to(device).eval()
 
