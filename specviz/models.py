@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from specviz.errors import BadInput, ModelError
-from specviz.parts import DRAFT, TARGET, GgufSpec, Progress, assemble
+from specviz.parts import DRAFT, TARGET, Progress, assemble
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -69,6 +69,6 @@ def tiny_models(seed: int = 0, noise: float = 0.1) -> tuple[Qwen2ForCausalLM, Qw
                 continue
             std = 0.3 if ("lm_head" in name or "embed" in name) else 0.08
             w.copy_(torch.randn(w.shape, generator=gen) * std)
-        for (name, w_d), w_t in zip(draft.named_parameters(), target.parameters()):
+        for w_d, w_t in zip(draft.parameters(), target.parameters()):
             w_d.copy_(w_t + torch.randn(w_t.shape, generator=gen) * noise * w_t.std() if w_t.dim() > 1 else w_t)
     return draft, target
