@@ -55,10 +55,10 @@ def _top_p_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     probs = logits.softmax(-1)
     k = min(TOPP_CANDIDATES, probs.shape[-1])
     top, idx = probs.topk(k, dim=-1)
-    if bool((top.sum(-1) < top_p).any()) and k < probs.shape[-1]:
-        top, idx = probs.sort(dim=-1, descending=True)  # exact fallback: full sort
-    before = top.cumsum(-1) - top  # mass strictly before each token
-    keep_sorted = before < top_p
+    keep_sorted = (top.cumsum(-1) - top) < top_p  # mass strictly before each token
+    if k < probs.shape[-1] and bool(keep_sorted[..., -1].any()):
+        top, idx = probs.sort(dim=-1, descending=True)  # nucleus may reach past k: full sort
+        keep_sorted = (top.cumsum(-1) - top) < top_p
     keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, idx, keep_sorted)
     return ~keep
 
@@ -104,9 +104,10 @@ def sampling_accept(
     The next token is a correction from norm(max(0, p_k - q_k)) when k < g, else a
     bonus from p_g. Uses one uniform draw per draft token, then one categorical draw.
     """
-    p, q = p.cpu(), q.cpu()
+    p = p.cpu()
     g = len(draft)
     if g:
+        q = q.cpu()
         rows = torch.arange(g)
         tok = torch.tensor(draft)
         ratio = p[rows, tok] / q[rows, tok].clamp_min(1e-30)

@@ -215,9 +215,15 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _load_tokenizer(path: Path):
-    from transformers import AutoTokenizer
+    """The saved tokenizer, as saved: from tokenizer.json where there is one.
+
+    (transformers 5's AutoTokenizer rebuilds the pre-tokenizer from the model type,
+    which can silently change how a saved tokenizer splits text.)"""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     try:
+        if (path / "tokenizer.json").is_file():
+            return PreTrainedTokenizerFast.from_pretrained(str(path))
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
     except Exception as exc:  # transformers raises assorted types for unreadable tokenizers
         raise ModelError(f"could not load the tokenizer in {path}: {exc}") from None

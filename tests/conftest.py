@@ -23,12 +23,20 @@ from specviz.kv import KVModel  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tiny_pair():
-    """The tiny Qwen2 pair in fp32 on the CPU. Never mutate it in a test.
-
-    The models are tiny: one intra-op thread is several times faster than two on
-    this kind of machine (no thread hand-off per kernel), and it is deterministic."""
-    torch.set_num_threads(1)
+    """The tiny Qwen2 pair in fp32 on the CPU. Never mutate it in a test."""
     return load_pair("tiny", device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """One intra-op thread for a module's tests: on the tiny models it is several times
+    faster than two (no thread hand-off per small kernel), above all on a busy machine.
+    Restored afterwards, so tests of real models elsewhere keep every core.
+    Use it with ``pytestmark = pytest.mark.usefixtures("single_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def make_config(**overrides) -> RunConfig:

@@ -22,6 +22,8 @@ from conftest import make_config, recording_kv, run_ar, run_sd
 from specviz import autoregressive, speculative
 from specviz.drafters import ModelDrafter
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 PRINTABLE = "".join(chr(c) for c in range(32, 127)) + "\n"
 prompts = st.text(alphabet=PRINTABLE, min_size=1, max_size=60).filter(lambda s: s.strip())
 

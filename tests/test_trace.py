@@ -1,0 +1,254 @@
+"""The trace: JSON round trip, schema check, summary statistics and event timing.
+
+Summary statistics are recomputed here from the rounds and events with their
+definitions (vLLM's names): acceptance rate = accepted / drafted, mean acceptance
+length = 1 + accepted / rounds, per-position acceptance, idle fractions, overhead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+
+import pytest
+
+from conftest import make_config, run_ar, run_sd
+from specviz import BadInput, Trace, speculative
+from specviz.trace import EVENT_KINDS, FORWARD_KINDS, LANES, SCHEMA_VERSION
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+SUMMARY_KEYS = {
+    "new_tokens", "rounds", "wall_ms", "tokens_per_second", "acceptance_rate",
+    "mean_acceptance_length", "per_position_acceptance", "draft_forward_ms_median",
+    "target_forward_ms_median", "cost_ratio_c", "draft_idle_fraction",
+    "target_idle_fraction", "overhead_ms", "ttft_ms",
+}
+
+RUNS = {
+    "speculative, model drafter": dict(mode="sd", prompt="Hello world", gamma=4, max_new_tokens=48),
+    "speculative, model drafter, heuristic": dict(mode="sd", prompt="The quick brown fox", gamma=2, policy="heuristic", max_new_tokens=48),
+    "speculative, ngram drafter": dict(mode="sd", prompt="abcabcabc", drafter="ngram", gamma=5, max_new_tokens=48),
+    "speculative, sampling": dict(mode="sd", prompt="Hello world", temperature=0.8, top_k=10, gamma=3, max_new_tokens=64, stop=["@@never"]),
+    "autoregressive": dict(mode="ar", prompt="Hello world", max_new_tokens=30),
+}
+
+
+@pytest.fixture(scope="module")
+def traces(tiny_pair):
+    out = {}
+    for name, kw in RUNS.items():
+        kw = dict(kw)
+        mode = kw.pop("mode")
+        if "sampling" in name:
+            # iterate to a fixed number of tokens, then summarise (no gamma-0 round is hit)
+            dec = speculative(tiny_pair, make_config(**kw))
+            for _ in dec:
+                if len(dec.trace.output_ids) >= 40:
+                    break
+            out[name] = dec.trace.finish()
+        else:
+            out[name] = (run_sd if mode == "sd" else run_ar)(tiny_pair, **kw)
+    return out
+
+
+# --- JSON ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_json_round_trip(traces, name, tmp_path):
+    trace = traces[name]
+    text = trace.to_json()
+    back = Trace.from_json(text)
+    assert back == trace
+    assert back.to_json() == text
+    assert json.loads(text) == trace.to_dict()
+    assert back.events == trace.events
+    path = tmp_path / "trace.json"
+    trace.save(path)
+    loaded = Trace.load(path)
+    assert loaded == trace
+    assert loaded.summary == trace.summary and loaded.output_text == trace.output_text
+
+
+def test_round_trip_keeps_unicode_and_a_run_in_progress(tiny_pair, tmp_path):
+    dec = speculative(tiny_pair, make_config(prompt="héllo ✓ wörld", max_new_tokens=30))
+    next(dec)
+    next(dec)
+    trace = dec.trace
+    assert trace.summary == {}, "the summary is filled only when the run ends"
+    assert len(trace.rounds) == 2
+    path = tmp_path / "partial.json"
+    trace.save(path)
+    assert "héllo ✓ wörld" in path.read_text(encoding="utf-8")
+    back = Trace.load(path)
+    assert back == trace and back.config.prompt == "héllo ✓ wörld"
+
+
+def test_schema_version_is_checked(traces):
+    data = traces["autoregressive"].to_dict()
+    assert data["schema_version"] == SCHEMA_VERSION == 1
+    for bad in (2, 0, "1", None):
+        data["schema_version"] = bad
+        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 1"):
+            Trace.from_json(json.dumps(data))
+    del data["schema_version"]
+    with pytest.raises(BadInput, match="schema_version"):
+        Trace.from_dict(data)
+
+
+def test_not_a_trace_is_refused(traces):
+    with pytest.raises(BadInput, match="not valid JSON"):
+        Trace.from_json("{not json")
+    with pytest.raises(BadInput, match="expected a JSON object"):
+        Trace.from_json("[1, 2, 3]")
+    data = traces["autoregressive"].to_dict()
+    del data["config"]
+    with pytest.raises(BadInput, match="not a specviz trace"):
+        Trace.from_json(json.dumps(data))
+    data = traces["autoregressive"].to_dict()
+    del data["rounds"][0]["index"]
+    with pytest.raises(BadInput, match="not a specviz trace"):
+        Trace.from_json(json.dumps(data))
+
+
+def test_unknown_fields_are_ignored(traces):
+    """A trace written by a later specviz with extra fields still loads."""
+    trace = traces["speculative, model drafter"]
+    data = trace.to_dict()
+    data["new_top_level"] = 1
+    data["config"]["new_setting"] = "x"
+    data["rounds"][0]["new_round_field"] = [1]
+    data["rounds"][0]["events"][0]["new_event_field"] = {}
+    assert Trace.from_json(json.dumps(data)) == trace
+
+
+# --- summary ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_summary_keys_and_consistency(traces, name):
+    t = traces[name]
+    s = t.summary
+    assert set(s) == SUMMARY_KEYS
+    rounds = t.rounds
+    drafted = sum(len(r.proposed) for r in rounds)
+    accepted = sum(r.accepted for r in rounds)
+    assert s["new_tokens"] == len(t.output_ids) == sum(len(r.emitted) for r in rounds)
+    assert s["rounds"] == len(rounds)
+    assert s["wall_ms"] == t.wall_ms > 0
+    assert math.isclose(s["tokens_per_second"], len(t.output_ids) / t.wall_ms * 1000)
+    if drafted:
+        assert s["acceptance_rate"] == pytest.approx(accepted / drafted)
+        assert 0 <= s["acceptance_rate"] <= 1
+    else:
+        assert s["acceptance_rate"] is None
+    assert s["mean_acceptance_length"] == pytest.approx(1 + accepted / len(rounds))
+    # per-position acceptance: share of rounds that drafted position i and accepted it
+    longest = max((len(r.proposed) for r in rounds), default=0)
+    expected = []
+    for i in range(longest):
+        n = sum(1 for r in rounds if len(r.proposed) > i)
+        expected.append(sum(1 for r in rounds if len(r.proposed) > i and r.accepted > i) / n)
+    assert s["per_position_acceptance"] == pytest.approx(expected)
+
+    events = t.events
+    draft_fw = [e.duration_ms for e in events if e.kind == "draft_forward"]
+    target_fw = [e.duration_ms for e in events if e.kind in ("verify_forward", "target_forward")]
+    assert s["target_forward_ms_median"] == pytest.approx(statistics.median(target_fw))
+    if draft_fw:
+        assert s["draft_forward_ms_median"] == pytest.approx(statistics.median(draft_fw))
+        assert s["cost_ratio_c"] == pytest.approx(statistics.median(draft_fw) / statistics.median(target_fw))
+    else:
+        assert s["draft_forward_ms_median"] is None and s["cost_ratio_c"] is None
+    for lane in LANES:
+        busy = sum(e.duration_ms for e in events if e.lane == lane and e.kind in FORWARD_KINDS)
+        frac = s[f"{lane}_idle_fraction"]
+        assert 0.0 <= frac <= 1.0
+        assert frac == pytest.approx(1 - busy / t.wall_ms)
+    forward = sum(e.duration_ms for e in events if e.kind in FORWARD_KINDS)
+    assert s["overhead_ms"] >= 0
+    assert s["overhead_ms"] == pytest.approx(t.wall_ms - forward)
+    first = next(r for r in rounds if r.emitted)
+    assert s["ttft_ms"] == pytest.approx(first.end_ms)
+    assert 0 < s["ttft_ms"] <= t.wall_ms
+
+
+def test_summary_of_an_autoregressive_run(traces):
+    s = traces["autoregressive"].summary
+    assert s["acceptance_rate"] is None and s["per_position_acceptance"] == []
+    assert s["mean_acceptance_length"] == 1.0
+    assert s["draft_idle_fraction"] == 1.0
+    assert s["rounds"] == s["new_tokens"] == 30
+
+
+def test_acceptance_rate_is_strictly_between_0_and_1_on_the_tiny_pair(traces):
+    s = traces["speculative, model drafter"].summary
+    assert 0 < s["acceptance_rate"] < 1
+    assert 1 < s["mean_acceptance_length"] < 1 + 4
+    assert s["per_position_acceptance"][0] >= s["per_position_acceptance"][-1]
+
+
+# --- events ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_events_are_serial_and_well_formed(traces, name):
+    t = traces[name]
+    events = t.events
+    assert events[: len(t.prefill)] == t.prefill
+    for e in events:
+        assert e.lane in LANES and e.kind in EVENT_KINDS
+        assert 0 <= e.start_ms <= e.end_ms <= t.wall_ms
+        assert e.duration_ms == e.end_ms - e.start_ms
+    # decoding is serial: in list order, each event ends before the next starts, on any lane
+    for a, b in zip(events, events[1:]):
+        assert a.end_ms <= b.start_ms, f"{a.lane}/{a.kind} overlaps {b.lane}/{b.kind}"
+    for a, b in zip(t.rounds, t.rounds[1:]):
+        assert a.end_ms <= b.start_ms and a.index + 1 == b.index
+    assert t.rounds[-1].end_ms <= t.wall_ms
+    cfg = t.config
+    speculative_run = cfg.mode == "speculative"
+    # prefill: every prompt token but the last, draft model first
+    lanes = [e.lane for e in t.prefill]
+    assert lanes == (["draft", "target"] if speculative_run and cfg.drafter == "model" else ["target"])
+    for rnd in t.rounds:
+        kinds = [e.kind for e in rnd.events]
+        assert kinds.count("verify_forward" if speculative_run else "target_forward") == 1
+        assert kinds.count("sample") == 1
+        if speculative_run and cfg.drafter == "model":
+            assert kinds.count("draft_forward") == len(rnd.proposed), "one draft pass per proposed token"
+            assert all(e.lane == "draft" for e in rnd.events if e.kind == "draft_forward")
+        if speculative_run and cfg.drafter == "ngram" and rnd.gamma:
+            (lookup,) = [e for e in rnd.events if e.kind == "lookup"]
+            assert lookup.tokens == rnd.proposed
+        if not speculative_run:
+            assert "draft_forward" not in kinds and "lookup" not in kinds
+
+
+# --- the clock -----------------------------------------------------------------------------
+
+
+def test_clock_stops_while_the_caller_holds_a_round(tiny_pair):
+    dec = speculative(tiny_pair, make_config(prompt="Hello world", gamma=2, max_new_tokens=40))
+    pause, held = 0.3, 0
+    start = time.perf_counter()
+    walls = []
+    for i, rnd in enumerate(dec):
+        assert len(dec.trace.rounds) == i + 1 and dec.trace.rounds[-1] is rnd, "the trace grows live"
+        walls.append(dec.trace.wall_ms)
+        if i < 4 and not dec.done:
+            time.sleep(pause)
+            held += 1
+    elapsed_ms = (time.perf_counter() - start) * 1000
+    trace = dec.trace
+    assert held == 4
+    assert walls == sorted(walls) and walls[-1] == trace.wall_ms
+    # the engine's clock saw no more than the real time minus the time the rounds were held
+    assert trace.wall_ms <= elapsed_ms - held * pause * 1000 + 5
+    assert trace.wall_ms < held * pause * 1000, "the held time leaked into the clock"
+    for a, b in zip(trace.rounds, trace.rounds[1:]):
+        assert b.start_ms - a.end_ms < 250, f"a {b.start_ms - a.end_ms:.0f} ms gap between rounds {a.index} and {b.index}"
+    assert trace.summary["wall_ms"] == trace.wall_ms
