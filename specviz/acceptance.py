@@ -40,13 +40,13 @@ class Sampling:
 def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
     """Raise BadInput for settings outside temperature >= 0, top_k >= 0, 0 < top_p <= 1."""
     if not isinstance(temperature, (int, float)) or temperature != temperature or temperature < 0:
-        raise BadInput(f"temperature must be >= 0 (0 means greedy); got {temperature!r}")
+        raise BadInput(f"temperature must be >= 0 (0 means greedy); got {temperature!r}", "temperature")
     if temperature > 100:
-        raise BadInput(f"temperature must be at most 100; got {temperature!r}")
+        raise BadInput(f"temperature must be at most 100; got {temperature!r}", "temperature")
     if not isinstance(top_k, int) or top_k < 0:
-        raise BadInput(f"top-k must be a whole number >= 0 (0 turns it off); got {top_k!r}")
+        raise BadInput(f"top-k must be a whole number >= 0 (0 turns it off); got {top_k!r}", "top_k")
     if not isinstance(top_p, (int, float)) or not (0 < top_p <= 1):
-        raise BadInput(f"top-p must be in (0, 1]; got {top_p!r}")
+        raise BadInput(f"top-p must be in (0, 1]; got {top_p!r}", "top_p")
 
 
 def _top_p_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -16,6 +16,7 @@ pass per token. The clock stops while a caller holds a yielded round.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import torch
@@ -42,29 +43,35 @@ def encode_prompt(tokenizer, prompt: str, chat: bool) -> list[int]:
     return tokenizer.encode(prompt)
 
 
-def validate(config: RunConfig, context_length: int | None = None) -> None:
+def validate(config: RunConfig) -> None:
     """Raise BadInput for any setting the engine does not accept."""
     if config.mode not in MODES:
-        raise BadInput(f"mode must be one of {', '.join(MODES)}; got {config.mode!r}")
+        raise BadInput(f"mode must be one of {', '.join(MODES)}; got {config.mode!r}", "mode")
     if not isinstance(config.prompt, str) or not config.prompt.strip():
-        raise BadInput("the prompt is empty: type something for the models to continue")
+        raise BadInput("the prompt is empty: type something for the models to continue", "prompt")
     if isinstance(config.gamma, bool) or not isinstance(config.gamma, int) or not 1 <= config.gamma <= MAX_GAMMA:
-        raise BadInput(f"gamma (draft length) must be a whole number from 1 to {MAX_GAMMA}; got {config.gamma!r}")
+        raise BadInput(
+            f"gamma (draft length) must be a whole number from 1 to {MAX_GAMMA}; got {config.gamma!r}", "gamma"
+        )
     if (
         isinstance(config.max_new_tokens, bool)
         or not isinstance(config.max_new_tokens, int)
         or not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS
     ):
-        raise BadInput(f"max new tokens must be from 1 to {MAX_NEW_TOKENS}; got {config.max_new_tokens!r}")
+        raise BadInput(
+            f"max new tokens must be from 1 to {MAX_NEW_TOKENS}; got {config.max_new_tokens!r}", "max_new_tokens"
+        )
     Sampling(config.temperature, config.top_k, config.top_p)
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
-        raise BadInput(f"seed must be a whole number >= 0; got {config.seed!r}")
+        raise BadInput(f"seed must be a whole number >= 0; got {config.seed!r}", "seed")
     if any(not isinstance(s, str) or not s for s in config.stop):
-        raise BadInput("stop strings must be non-empty text")
+        raise BadInput("stop strings must be non-empty text", "stop")
     if config.drafter not in DRAFTERS:
-        raise BadInput(f"drafter must be one of {', '.join(DRAFTERS)}; got {config.drafter!r}")
+        raise BadInput(f"drafter must be one of {', '.join(DRAFTERS)}; got {config.drafter!r}", "drafter")
     if config.policy not in POLICIES:
-        raise BadInput(f"draft-length policy must be one of {', '.join(POLICIES)}; got {config.policy!r}")
+        raise BadInput(
+            f"draft-length policy must be one of {', '.join(POLICIES)}; got {config.policy!r}", "policy"
+        )
 
 
 def pieces(tokenizer, context: list[int], tokens: list[int]) -> list[str]:
@@ -84,6 +91,7 @@ class Decoding:
     summarised when the run ends. ``run()`` drives it to the end and returns the trace."""
 
     def __init__(self, pair: ModelPair, config: RunConfig):
+        config = dataclasses.replace(config, stop=list(config.stop))  # the caller's stays as it was
         validate(config)
         self.pair = pair
         tok = pair.tokenizer
@@ -91,7 +99,8 @@ class Decoding:
         if len(prompt_ids) >= pair.context_length:
             raise BadInput(
                 f"the prompt is {len(prompt_ids)} tokens, longer than the models' context of "
-                f"{pair.context_length} tokens: shorten it"
+                f"{pair.context_length} tokens: shorten it",
+                "prompt",
             )
         config.draft, config.target = pair.draft_name, pair.target_name
         config.device, config.dtype = str(pair.device), pair.dtype
@@ -178,7 +187,10 @@ class Decoding:
 
             trace.rounds.append(rnd)
             trace.output_ids = list(new)
-            trace.output_text = pair.tokenizer.decode(new, skip_special_tokens=True)
+            text = pair.tokenizer.decode(new, skip_special_tokens=True)
+            before = trace.output_text
+            rnd.emitted_text = text[len(before):] if text.startswith(before) else text
+            trace.output_text = text
             trace.wall_ms = clock.now()
             last = rnd
             if stop:
@@ -242,12 +254,11 @@ class Decoding:
 
 
 def autoregressive(pair: ModelPair, config: RunConfig) -> Decoding:
-    """The target alone, one forward pass per token."""
-    config.mode = "autoregressive"
-    return Decoding(pair, config)
+    """The target alone, one forward pass per token. ``config`` is copied, not changed."""
+    return Decoding(pair, dataclasses.replace(config, mode="autoregressive"))
 
 
 def speculative(pair: ModelPair, config: RunConfig) -> Decoding:
-    """Draft gamma tokens, verify them in one target pass, keep the accepted prefix."""
-    config.mode = "speculative"
-    return Decoding(pair, config)
+    """Draft gamma tokens, verify them in one target pass, keep the accepted prefix.
+    ``config`` is copied, not changed."""
+    return Decoding(pair, dataclasses.replace(config, mode="speculative"))

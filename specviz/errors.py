@@ -7,7 +7,14 @@ class SpecvizError(Exception):
 
 
 class BadInput(SpecvizError, ValueError):
-    """A setting or prompt outside what the engine accepts."""
+    """A setting or prompt outside what the engine accepts.
+
+    ``field`` names the setting at fault (a RunConfig field such as "gamma" or
+    "prompt"), so a UI can show the message next to the right widget."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class ModelError(SpecvizError):

@@ -74,19 +74,9 @@ def live_summary(trace: Trace) -> dict[str, Any]:
     return trace.summary if trace.summary else summarize(trace)
 
 
-def emitted_pieces(rnd: Round) -> list[str]:
-    """The text of each token a round added to the output, from its recorded pieces."""
-    k = min(rnd.accepted, len(rnd.emitted))
-    out = list(rnd.proposed_text[:k])
-    if len(rnd.emitted) > rnd.accepted:
-        out.append(rnd.correction_text)
-    return out
-
-
 def rounds_text(rounds: Iterable[Round]) -> str:
-    """The output text of these rounds, joined from the recorded pieces (special tokens
-    such as <|im_end|> left out, as the tokenizer's decode leaves them out)."""
-    return "".join(p for r in rounds for p in emitted_pieces(r) if not is_special(p))
+    """The output text of these rounds: what each added to the decoded output."""
+    return "".join(r.emitted_text for r in rounds)
 
 
 def trace_upto(trace: Trace, n: int) -> Trace:

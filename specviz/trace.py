@@ -69,7 +69,7 @@ class Round:
     rest, and ``correction`` is the target's own token: a correction after a
     rejection, a *bonus* when every proposed token was accepted. ``emitted`` is
     what the round added to the output (cut at EOS, stop strings or the token
-    budget). ``margin`` is the target's top-1 minus top-2 probability at each
+    budget) and ``emitted_text`` the text that added. ``margin`` is the target's top-1 minus top-2 probability at each
     verified position up to the emitted token: a small margin is a near-tie.
     """
 
@@ -85,6 +85,7 @@ class Round:
     correction_text: str = ""
     bonus: bool = False
     emitted: list[int] = field(default_factory=list)
+    emitted_text: str = ""
     margin: list[float] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 

@@ -370,18 +370,14 @@ def signature(cfg: RunConfig) -> tuple:
     return (pair_key(), cfg.prompt, cfg.gamma, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed)
 
 
-def field_of(message: str) -> str:
-    """Which widget a BadInput message is about."""
-    low = message.lower()
-    if "prompt" in low:
-        return "prompt"
-    if "gamma" in low or "draft length" in low:
-        return "gamma"
-    if "max new tokens" in low:
-        return "max_new_tokens"
-    if any(w in low for w in ("temperature", "top-p", "top-k", "seed")):
-        return "sampling"
-    return "general"
+SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k", "seed"})
+
+
+def field_of(exc: BadInput) -> str:
+    """Which widget group a BadInput is about: prompt, gamma, max_new_tokens, sampling, general."""
+    if exc.field in ("prompt", "gamma", "max_new_tokens"):
+        return exc.field
+    return "sampling" if exc.field in SAMPLING_FIELDS else "general"
 
 
 def _sentence(message: str) -> str:
@@ -394,7 +390,7 @@ def check_inputs(pair: ModelPair, cfg: RunConfig) -> dict[str, str]:
     try:
         speculative(pair, dataclasses.replace(cfg))
     except BadInput as exc:
-        return {field_of(str(exc)): _sentence(str(exc))}
+        return {field_of(exc): _sentence(str(exc))}
     except Exception as exc:  # never a traceback on the page
         return {"general": f"These settings cannot run: {type(exc).__name__}: {exc}"}
     return {}
@@ -828,7 +824,7 @@ def handle_command(pair: ModelPair, state: LiveState, cfg: RunConfig, errors: di
         if cmd == "run" or not can_continue(state, cfg):
             start_run(pair, state, cfg)
     except BadInput as exc:
-        errors[field_of(str(exc))] = _sentence(str(exc))
+        errors[field_of(exc)] = _sentence(str(exc))
         return None
     except Exception as exc:  # never a traceback on the page
         errors["general"] = f"The run could not start: {type(exc).__name__}: {exc}"

@@ -28,10 +28,12 @@ def _round(index=0, proposed="abc", accepted=1, correction="X", emitted=None, bo
     n = len(proposed)
     bonus = accepted == n and n > 0 if bonus is None else bonus
     ids = [ord(c) for c in proposed]
+    kept = emitted if emitted is not None else ids[:accepted] + [ord(correction[0])]
+    text = proposed[: min(accepted, len(kept))] + (correction if len(kept) > accepted else "")
     return Round(
         index=index, gamma=n, proposed=ids, proposed_text=list(proposed), q=[0.5] * n, p=[0.25] * n,
         accepted=accepted, rejected=ids[accepted:], correction=ord(correction[0]), correction_text=correction,
-        bonus=bonus, emitted=emitted if emitted is not None else ids[:accepted] + [ord(correction[0])],
+        bonus=bonus, emitted=kept, emitted_text=text,
         events=[Event("draft", "draft_forward", 10.0 * index + i, 10.0 * index + i + 1, []) for i in range(n)]
         + [Event("target", "verify_forward", 10.0 * index + n, 10.0 * index + n + 4, [0] * (n + 1))],
     )

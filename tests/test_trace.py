@@ -252,3 +252,26 @@ def test_clock_stops_while_the_caller_holds_a_round(tiny_pair):
     for a, b in zip(trace.rounds, trace.rounds[1:]):
         assert b.start_ms - a.end_ms < 250, f"a {b.start_ms - a.end_ms:.0f} ms gap between rounds {a.index} and {b.index}"
     assert trace.summary["wall_ms"] == trace.wall_ms
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_rounds_text_adds_up_to_the_output(traces, name):
+    trace = traces[name]
+    assert "".join(r.emitted_text for r in trace.rounds) == trace.output_text
+    assert [t for r in trace.rounds for t in r.emitted] == trace.output_ids
+
+
+def test_runs_do_not_change_the_callers_config(tiny_pair):
+    config = make_config(gamma=3)
+    before = repr(config)
+    speculative(tiny_pair, config).run()
+    assert repr(config) == before
+
+
+def test_bad_input_names_its_field(tiny_pair):
+    for overrides, field in [({"prompt": " "}, "prompt"), ({"gamma": 0}, "gamma"),
+                             ({"max_new_tokens": 0}, "max_new_tokens"), ({"top_p": 2.0}, "top_p"),
+                             ({"temperature": -1.0}, "temperature"), ({"seed": -1}, "seed")]:
+        with pytest.raises(BadInput) as info:
+            speculative(tiny_pair, make_config(**overrides))
+        assert info.value.field == field
