@@ -10,6 +10,7 @@ refused and ``trust_remote_code`` stays off.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import platform
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -365,19 +367,28 @@ def cast_cache(folder: Path, dtype: str, progress: Progress) -> Path:
 
     progress(f"Saving a {dtype} copy of {folder.name} (first {dtype} run only)", None)
     model = _load_model(folder, dtype, torch.device("cpu"))
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".partial", dir=out.parent))
-    try:
+    with _atomic_folder(out) as tmp:
         save_model(model, str(tmp / "model.safetensors"))
         for item in folder.iterdir():
             if item.is_file() and item.suffix != ".safetensors":
                 shutil.copy2(item, tmp / item.name)
+    return out
+
+
+@contextlib.contextmanager
+def _atomic_folder(out: Path) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success it replaces ``out`` in one rename,
+    on any failure (Ctrl-C included) it is deleted. No half-written cache, ever."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".partial", dir=out.parent))
+    try:
+        yield tmp
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
 
 
 def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress) -> None:
@@ -390,9 +401,7 @@ def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress) -> None
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", suffix=".partial", dir=out.parent))
-    try:
+    with _atomic_folder(out) as tmp:
         progress(f"Converting {label} GGUF (first run only): tokenizer", None)
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -410,10 +419,3 @@ def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress) -> None
         model.generation_config.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
         (tmp / "specviz.json").write_text(json.dumps({"format": CACHE_FORMAT, "source": str(gguf)}))
-        del model
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
