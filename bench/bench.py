@@ -4,9 +4,9 @@ For each prompt, side by side in one process and interleaved (so machine noise
 hits both alike), with the same dtype and greedy decoding:
 
   ours AR   specviz autoregressive()          HF AR   target.generate()
-  ours SD   specviz speculative(gamma)        HF SD   target.generate(assistant_model=draft,
-                                                        num_assistant_tokens=gamma, constant schedule,
-                                                        assistant_confidence_threshold=0)
+  ours SD   specviz speculative(gamma)        HF SD   target.generate(assistant_model=draft), the draft's
+                                                        generation_config set to num_assistant_tokens=gamma,
+                                                        constant schedule, assistant_confidence_threshold=0
 
 Each cell is the median over --repeats runs of new tokens / wall seconds (wall
 time measured outside both implementations alike, prefill included). Also
@@ -52,12 +52,13 @@ def hf_generate(pair, ids: list[int], max_new: int, gamma: int | None) -> tuple[
         eos_token_id=pair.eos_ids,
     )
     if gamma is not None:
-        kwargs.update(
-            assistant_model=pair.draft,
-            num_assistant_tokens=gamma,
-            num_assistant_tokens_schedule="constant",
-            assistant_confidence_threshold=0.0,
-        )
+        # transformers 5 reads these three from the *assistant's* generation_config and
+        # silently ignores them as generate() kwargs (its defaults: 20 tokens, threshold 0.4).
+        cfg = pair.draft.generation_config
+        cfg.num_assistant_tokens = gamma
+        cfg.num_assistant_tokens_schedule = "constant"
+        cfg.assistant_confidence_threshold = 0.0
+        kwargs.update(assistant_model=pair.draft)
     t0 = time.perf_counter()
     with torch.inference_mode():
         out = pair.target.generate(inputs, **kwargs)
