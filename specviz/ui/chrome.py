@@ -1,0 +1,59 @@
+"""Page chrome and the constants every page shares.
+
+What each page sets up first (page config, stylesheet, logo), where the app's files lie
+(assets, recorded traces), and the fixed choices the pages offer: the example prompts,
+the keyboard shortcuts, the slow-motion speeds and the live controls' starting values.
+Nothing here loads a model or keeps state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+ASSETS = ROOT / "assets"
+TRACES_DIR = ASSETS / "traces"
+
+EXAMPLES = {
+    "Code": "Write a Python function is_prime(n) that returns True when n is a prime number.",
+    "JSON": "Return a JSON object for a book with the keys title, author, year and tags (three tags).",
+    "Prose": "Describe a rainy afternoon in a small seaside town in three sentences.",
+    "中文": "用三句话介绍长城的历史。",
+    "Counting": "Count from 1 to 40, separated by commas.",
+}
+SHORTCUTS = {"run": "G", "step": "S", "autoplay": "A", "stop": "X"}
+SPEEDS = {"Instant": 0.0, "Fast": 0.35, "Normal": 1.0, "Slow": 2.2}
+DEFAULTS = {
+    "prompt": EXAMPLES["Code"],
+    "gamma": 4,
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "max_new_tokens": 64,
+    "seed": 0,
+    "race": True,
+    "speed": "Normal",
+}
+
+
+def page_chrome() -> None:
+    """What every page shares: page config, stylesheet, logo. Each page calls it first.
+
+    (Pages do it themselves rather than app.py: with a folder named ``pages/``, Streamlit
+    runs a page file on its own when a server's first session opens on that page, and
+    AppTest does so on every rerun.)"""
+    st.set_page_config(
+        page_title="specviz · speculative decoding, live",
+        page_icon=str(ASSETS / "icon.svg"),
+        layout="wide",
+        initial_sidebar_state=340,  # a width in px: a readable prompt box
+        menu_items={"About": "specviz: a small draft model proposes, a large target verifies. "
+                             "Watch what is accepted, what is thrown away, and who waits for whom."},
+    )
+    st.html(f"<style>{(ASSETS / 'specviz.css').read_text(encoding='utf-8')}</style>")
+    st.logo(str(ASSETS / "logo.svg"), icon_image=str(ASSETS / "icon.svg"), size="large")
+
+
+def recorded_traces() -> list[Path]:
+    return sorted(TRACES_DIR.glob("*.json")) if TRACES_DIR.is_dir() else []

@@ -1,0 +1,223 @@
+"""The model pair: loaded once per server process, in a background thread, with progress.
+
+``PairLoader`` loads a pair off the script thread and reports a monotonic overall
+fraction; ``_loader`` keeps one per (pair, dtype) with ``st.cache_resource``.
+``require_pair`` waits for it with a progress bar, or, where it cannot be loaded, says
+why and how to fix it and offers the tiny pair. ``sidebar_pair`` draws the pair choice
+and the pair card (names, device, dtype, memory) at the foot of every page's sidebar.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import threading
+import time
+
+import streamlit as st
+
+from specviz import ModelError, ModelPair, SpecvizError, load_pair
+from specviz.ui.chrome import recorded_traces
+
+PAIRS = {"default": "Qwen2.5-Coder 0.5B → 1.5B", "tiny": "Tiny test pair (random weights)"}
+PAIR_DTYPES = {
+    "auto": "auto (bf16 where the CPU has it)",
+    "float32": "float32 (token-exact)",
+    "bfloat16": "bfloat16 (faster)",
+}
+
+
+_STAGES = (  # (message start, overall fraction before, span) for a monotonic overall bar
+    ("assembling draft", 0.00, 0.06), ("assembled and verified draft", 0.06, 0.0),
+    ("converting draft gguf (first run only): tokenizer", 0.08, 0.0),
+    ("converting draft gguf (first run only): dequantising", 0.12, 0.0),
+    ("converting draft gguf (first run only): saving", 0.25, 0.0),
+    ("assembling target", 0.30, 0.10), ("assembled and verified target", 0.40, 0.0),
+    ("converting target gguf (first run only): tokenizer", 0.42, 0.0),
+    ("converting target gguf (first run only): dequantising", 0.48, 0.0),
+    ("converting target gguf (first run only): saving", 0.68, 0.0),
+    ("checking that the tokenizers match", 0.75, 0.0),
+    ("loading draft weights", 0.80, 0.0), ("loading target weights", 0.88, 0.0),
+    ("pair ready", 1.0, 0.0),
+)
+
+
+class PairLoader:
+    """Loads one pair in a background thread; pages poll ``done``/``message``/``fraction``."""
+
+    def __init__(self, name: str, dtype: str):
+        self.name, self.dtype = name, dtype
+        self.message = "Starting"
+        self.fraction = 0.0
+        self.cold = False
+        self.pair: ModelPair | None = None
+        self.error: Exception | None = None
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"specviz-load-{name}", daemon=True)
+        self._thread.start()
+
+    def _progress(self, message: str, fraction: float | None) -> None:
+        self.message = message
+        low = message.lower()
+        if low.startswith(("assembling", "converting")):
+            self.cold = True
+        for start, before, span in _STAGES:
+            if low.startswith(start):
+                self.fraction = max(self.fraction, before + span * (fraction or 0.0))
+                break
+
+    def _run(self) -> None:
+        try:
+            dtype = "float32" if self.name == "tiny" else self.dtype
+            self.pair = load_pair(self.name, device="auto", dtype=dtype, progress=self._progress)
+        except Exception as exc:  # shown to the user; SpecvizError carries a fix-it message
+            self.error = exc
+        finally:
+            self.finished = time.monotonic()
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished or time.monotonic()) - self.started
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _loader(name: str, dtype: str) -> PairLoader:
+    return PairLoader(name, dtype)
+
+
+def pair_key() -> tuple[str, str]:
+    """(pair name, dtype) chosen in the sidebar (or by SPECVIZ_PAIR)."""
+    ss = st.session_state
+    name = ss.get("pair_name") or env_pair()
+    dtype = ss.get("pair_dtype", "auto") if name == "default" else "float32"
+    return name, dtype
+
+
+def env_pair() -> str:
+    env = os.environ.get("SPECVIZ_PAIR", "default").strip().lower() or "default"
+    return env if env in PAIRS else "default"
+
+
+def drop_other_precisions() -> None:
+    """Callback of the precision choice: forget the default pair in other dtypes, so two
+    copies of ~2 GB of weights (9 GB in fp32) do not stay resident side by side."""
+    keep = st.session_state.get("pair_dtype", "auto")
+    for dtype in PAIR_DTYPES:
+        if dtype != keep:
+            _loader.clear("default", dtype)
+
+
+def use_tiny() -> None:
+    st.session_state["pair_name"] = "tiny"
+
+
+def retry_load() -> None:
+    _loader.clear(*pair_key())
+
+
+def _install_command(message: str) -> str | None:
+    for line in message.splitlines():
+        if "Fix:" in line:
+            cmd = line.split("Fix:", 1)[1].strip()
+            return cmd.split("  (")[0].strip()
+    return None
+
+
+def require_pair() -> ModelPair | None:
+    """The chosen pair, loading it (with progress) if needed. Where it cannot be loaded,
+    say why and how to fix it, offer the tiny pair, and return None."""
+    name, dtype = pair_key()
+    loader = _loader(name, dtype)
+    if loader.done and loader.error is None:
+        return loader.pair
+    card = sidebar_pair(divider=False)  # the page waits or stops here: show the pair choice now
+    if not loader.done:
+        box = st.container(border=True)
+        box.markdown(f"#### Loading the model pair: {PAIRS[name]}")
+        bar = box.progress(0.0, text="Starting")
+        note = box.empty()
+        while not loader.done:
+            bar.progress(min(loader.fraction, 1.0), text=f"{loader.message} · {loader.elapsed:.0f} s")
+            card.html(_card_html(loader))
+            if loader.cold:
+                note.caption(
+                    "First start on this machine: the GGUF weights are assembled, checked and converted "
+                    "once (about 1 to 2 minutes). Later starts load the converted copy in seconds."
+                )
+            time.sleep(0.25)
+        st.rerun()  # redraw the whole app (sidebar card included) with the pair in hand
+    if loader.error is None:
+        return loader.pair
+    err = loader.error
+    message = str(err) if isinstance(err, SpecvizError) else f"{type(err).__name__}: {err}"
+    cmd = _install_command(message) if isinstance(err, ModelError) else None
+    said = "\n\n".join(line for line in message.splitlines() if not (cmd and "Fix:" in line))
+    st.error(f"**The {PAIRS[name]} pair could not be loaded.**\n\n{said}", icon=":material/error:")
+    if cmd:
+        st.markdown("Install or repair it with:")
+        st.code(cmd, language="bash", wrap_lines=True)
+        if "requirements.txt" in message:
+            st.caption("or install the whole pair at once: `pip install -r requirements.txt`")
+    cols = st.columns([1, 1, 2])
+    if name != "tiny":
+        cols[0].button("Use the tiny test pair", icon=":material/science:", on_click=use_tiny,
+                       type="primary", key="use_tiny")
+    cols[1].button("Try again", icon=":material/refresh:", on_click=retry_load, key="retry_load")
+    if recorded_traces():
+        st.page_link("pages/replay.py", label="Or replay a recorded run (no model needed)",
+                     icon=":material/replay:")
+    return None
+
+
+def _rss_mb() -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+    except Exception:
+        return None
+
+
+def _card_html(loader: PairLoader) -> str:
+    if not loader.done:
+        body = (f"<b>Loading…</b> {int(100 * loader.fraction)}% · {loader.elapsed:.0f} s<br>"
+                f"<span class='sv-dim'>{html.escape(loader.message)}</span>")
+    elif loader.error is not None:
+        body = "<b>Not available</b><br><span class='sv-dim'>the page says how to fix it</span>"
+    else:
+        d = loader.pair.describe()
+        rss = _rss_mb()
+        mem = f"weights {d['weights_mb']:,} MB" + (f" · process {rss / 1024:.1f} GB" if rss else "")
+        body = (
+            f"<b>Draft</b> {html.escape(d['draft'])}<br><b>Target</b> {html.escape(d['target'])}<br>"
+            f"<span class='sv-dim'>{html.escape(d['device'])} · {html.escape(d['dtype'])} · {mem}<br>"
+            f"loaded in {d['load_ms'] / 1000:.1f} s</span>"
+        )
+    return f"<div class='sv-card'>{body}</div>"
+
+
+def sidebar_pair(divider: bool = True):
+    """Pair choice and the pair card (names, device, dtype, memory) at the foot of the
+    sidebar. Every page calls it once, after its own sidebar widgets. Returns the card's
+    placeholder, so a wait for the pair can keep it current."""
+    ss = st.session_state
+    if "pair_name" not in ss:
+        ss["pair_name"] = env_pair()
+    with st.sidebar:
+        if divider:
+            st.divider()
+        st.selectbox("Model pair", list(PAIRS), format_func=PAIRS.get, key="pair_name", persist_state="session",
+                     help="Set SPECVIZ_PAIR=tiny|default to choose at start-up.")
+        if ss["pair_name"] == "default":
+            st.selectbox("Precision", list(PAIR_DTYPES), format_func=PAIR_DTYPES.get, key="pair_dtype",
+                         persist_state="session", on_change=drop_other_precisions,
+                         help="bf16 is about 2.5× faster on CPUs that compute it natively; float32 makes "
+                              "greedy speculative output token-exact against the target alone.")
+        card = st.empty()
+        card.html(_card_html(_loader(*pair_key())))
+    return card

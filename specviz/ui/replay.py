@@ -1,0 +1,60 @@
+"""Replay of a recorded trace, round by round, with no model loaded.
+
+A trace is read from a JSON file (``load_trace_file``, a readable ``BadInput`` when it
+is not one), drawn on a ``RunView`` as it stood after a given round
+(``render_replay``), and played forward in slow motion from there (``replay_play``).
+The timings shown are the ones recorded.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz import BadInput, Trace
+from specviz import figures as F
+from specviz.ui.chrome import SHORTCUTS
+from specviz.ui.view import RunView, animate_round
+
+
+def load_trace_file(data: bytes | str) -> Trace:
+    """A Trace from JSON bytes or text (BadInput with a readable message otherwise)."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput("the file is not UTF-8 text: a specviz trace is a JSON file") from None
+    return Trace.from_json(data)
+
+
+def render_replay(view: RunView, trace: Trace, pos: int) -> None:
+    """Draw a recorded trace as it stood after round ``pos``."""
+    n = len(trace.rounds)
+    upto = F.trace_upto(trace, pos)
+    cfg = trace.config
+    where = f"recorded on {cfg.device} in {cfg.dtype}"
+    if pos == 0:
+        view.status(f"Replay: round 0 of {n}. Step ({SHORTCUTS['step']}) or Play to watch it.", "replay",
+                    "sv-done", where)
+    elif pos < n:
+        view.status(F.round_caption(trace.rounds[pos - 1], total=n), "replay", "sv-done", where)
+    else:
+        s = F.live_summary(trace)
+        view.status(f"Replay: all {n} rounds, {s['new_tokens']} tokens in {F.fmt_ms(trace.wall_ms)}",
+                    "replay", "sv-done", where)
+    view.strip(upto.rounds, plain=trace.output_text if pos == n else None)
+    view.stats(upto)
+    view.charts(upto)
+
+
+def replay_play(view: RunView, trace: Trace, speed: float, pos_key: str) -> None:
+    """Animate the rounds after the current position, one by one, keeping the position in state."""
+    ss = st.session_state
+    while ss.get("replay_playing") and ss[pos_key] < len(trace.rounds):
+        rnd = trace.rounds[ss[pos_key]]
+        if speed > 0:
+            animate_round(view, trace, rnd, speed)
+        ss[pos_key] += 1
+        if speed <= 0:
+            render_replay(view, trace, ss[pos_key])
+    ss["replay_playing"] = False
+    st.rerun()

@@ -1,0 +1,150 @@
+"""The live run's session state and the settings that feed it.
+
+``LiveState`` is one live run (its decoding, the race against the target alone, the
+comparison, whether it is in the history yet), kept in ``st.session_state`` with the run
+history and the measured baselines. Beside it: the control widgets' seeding, their
+values read into a ``RunConfig`` and checked the way the engine would check them, and
+the callbacks of the buttons and example pills.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import streamlit as st
+
+from specviz import (
+    BadInput,
+    Decoding,
+    ModelPair,
+    RunConfig,
+    SpecvizError,
+    Trace,
+    speculative,
+)
+from specviz.compare import Comparison
+from specviz.ui.chrome import DEFAULTS, EXAMPLES
+from specviz.ui.pair import pair_key
+
+
+def kind_of(prompt: str) -> str:
+    for name, text in EXAMPLES.items():
+        if prompt.strip() == text:
+            return name
+    return "custom"
+
+
+@dataclass
+class LiveState:
+    """One live run and everything the page needs to redraw it."""
+
+    dec: Decoding | None = None
+    sig: tuple = ()
+    kind: str = "custom"
+    race: bool = False
+    playing: str | None = None  # "run" | "autoplay" while the loop should keep going
+    stopped: bool = False
+    ar: Trace | None = None
+    ar_dec: Decoding | None = None
+    ar_reused_from: int | None = None
+    comparison: Comparison | None = None
+    recorded: bool = False
+    run_no: int | None = None
+    error: str | None = None
+
+    @property
+    def trace(self) -> Trace | None:
+        return self.dec.trace if self.dec is not None else None
+
+    @property
+    def sd_done(self) -> bool:
+        return self.dec is not None and self.dec.done
+
+    @property
+    def finished(self) -> bool:
+        return self.sd_done and (not self.race or self.ar is not None) and self.recorded
+
+
+def live_state() -> LiveState:
+    ss = st.session_state
+    if "live" not in ss:
+        ss["live"] = LiveState()
+    ss.setdefault("history", [])
+    ss.setdefault("baselines", {})
+    return ss["live"]
+
+
+def init_controls() -> None:
+    """Seed the control widgets' values once per session."""
+    for k, v in DEFAULTS.items():
+        st.session_state.setdefault(k, v)
+
+
+def read_config() -> RunConfig:
+    ss = st.session_state
+    return RunConfig(
+        prompt=ss.get("prompt") or "",
+        gamma=ss.get("gamma", DEFAULTS["gamma"]),
+        temperature=float(ss.get("temperature", 0.0)),
+        top_k=0,
+        top_p=float(ss.get("top_p", 1.0)),
+        seed=ss.get("seed", 0),
+        max_new_tokens=ss.get("max_new_tokens", DEFAULTS["max_new_tokens"]),
+        chat=True,
+    )
+
+
+def signature(cfg: RunConfig) -> tuple:
+    return (pair_key(), cfg.prompt, cfg.gamma, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed)
+
+
+SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k", "seed"})
+
+
+def field_of(exc: BadInput) -> str:
+    """Which widget group a BadInput is about: prompt, gamma, max_new_tokens, sampling, general."""
+    if exc.field in ("prompt", "gamma", "max_new_tokens"):
+        return exc.field
+    return "sampling" if exc.field in SAMPLING_FIELDS else "general"
+
+
+def _sentence(message: str) -> str:
+    return message[:1].upper() + message[1:]
+
+
+def check_inputs(pair: ModelPair, cfg: RunConfig) -> dict[str, str]:
+    """{field: message} for the first setting the engine would refuse (empty when all is well).
+    The engine validates when a run is built, which reads no model yet: cheap."""
+    try:
+        speculative(pair, dataclasses.replace(cfg))
+    except BadInput as exc:
+        return {field_of(exc): _sentence(str(exc))}
+    except Exception as exc:  # never a traceback on the page
+        return {"general": f"These settings cannot run: {type(exc).__name__}: {exc}"}
+    return {}
+
+
+def context_note(pair: ModelPair, cfg: RunConfig) -> str | None:
+    """A warning when fewer new tokens fit in the context than asked for."""
+    try:
+        n = len(speculative(pair, dataclasses.replace(cfg)).trace.prompt_ids)
+    except SpecvizError:
+        return None
+    room = pair.context_length - n
+    if cfg.max_new_tokens > room:
+        return f"Only {room} new tokens fit in the models' {pair.context_length}-token context after this prompt."
+    return None
+
+
+def set_cmd(cmd: str) -> None:
+    st.session_state["_cmd"] = cmd
+
+
+def pick_example() -> None:
+    """Callback of the example pills: fill the prompt, then clear the pick (pills act as buttons)."""
+    ss = st.session_state
+    name = ss.get("example")
+    if name in EXAMPLES:
+        ss["prompt"] = EXAMPLES[name]
+    ss["example"] = None
