@@ -53,10 +53,11 @@ class ModelDrafter:
             start = min(self.kv.common_prefix(seq), len(seq) - 1)
             self.kv.rollback(start)
             feed = seq[start:]
+            kind = "draft_forward" if start else "prefill"  # the first pass also reads the prompt
             logits, t0, t1 = self.kv.timed_forward(feed, 1, self.clock)
             q = warp(logits, self.sampling)[0]
             tok = pick(q, self.sampling, self.gen)
-            prop.events.append(Event("draft", "draft_forward", t0, t1, feed))
+            prop.events.append(Event("draft", kind, t0, t1, feed))
             rows.append(q)
             prop.tokens.append(tok)
             seq.append(tok)

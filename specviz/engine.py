@@ -2,7 +2,9 @@
 
 Invariant at the start of every round: ``ids`` is prompt + output; the target's
 cache holds ids[:-1] (the last token is fed with the round's pass); the draft's
-cache holds a prefix of ids. One round:
+cache holds a prefix of ids. There is no separate prefill: each model's first
+pass reads the whole prompt and does its first job in the same forward (event
+kind ``prefill``), as Hugging Face's assisted generation does. One round:
 
 1. the drafter proposes x_1..x_g (g = gamma, cut so the round cannot overshoot
    the token budget), each with its draft row q_i;
@@ -141,15 +143,6 @@ class Decoding:
         policy = POLICIES[cfg.policy](cfg.gamma)
         ids = list(trace.prompt_ids)
 
-        # Prefill: every prompt token but the last, which the first round feeds.
-        if len(ids) > 1:
-            lanes = [("target", target)]
-            if isinstance(drafter, ModelDrafter):
-                lanes.insert(0, ("draft", drafter.kv))
-            for lane, kv in lanes:
-                _, t0, t1 = kv.timed_forward(ids[:-1], 1, clock)
-                trace.prefill.append(Event(lane, "prefill", t0, t1, []))
-
         new: list[int] = []
         last: Round | None = None
         while True:
@@ -161,9 +154,11 @@ class Decoding:
 
             # Verify: one target pass over the pending token and the proposal.
             target.rollback(min(target.common_prefix(ids), len(ids) - 1))
+            kind = "verify_forward" if speculative else "target_forward"
+            if not target.tokens:
+                kind = "prefill"  # the first pass also reads the prompt
             feed = ids[len(target.tokens):] + prop.tokens
             logits, t0, t1 = target.timed_forward(feed, len(prop.tokens) + 1, clock)
-            kind = "verify_forward" if speculative else "target_forward"
             rnd.events.append(Event("target", kind, t0, t1, list(feed)))
 
             s0 = clock.now()

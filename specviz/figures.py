@@ -25,7 +25,7 @@ from typing import Any, Iterable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.trace import Round, Trace, summarize
+from specviz.trace import Event, Round, Trace, summarize
 
 # --- palette (Okabe-Ito) --------------------------------------------------------------
 
@@ -88,7 +88,7 @@ def trace_upto(trace: Trace, n: int) -> Trace:
         return trace
     rounds = trace.rounds[:n]
     ids = [t for r in rounds for t in r.emitted]
-    wall = rounds[-1].end_ms if rounds else max((e.end_ms for e in trace.prefill), default=0.0)
+    wall = rounds[-1].end_ms if rounds else 0.0
     return replace(
         trace,
         rounds=list(rounds),
@@ -100,8 +100,14 @@ def trace_upto(trace: Trace, n: int) -> Trace:
     )
 
 
-DRAFT_KINDS = frozenset({"draft_forward", "lookup"})
-VERIFY_KINDS = frozenset({"verify_forward", "target_forward"})
+def is_draft_step(e: Event) -> bool:
+    """A drafting step: a draft forward (the first one reads the prompt too) or a lookup."""
+    return e.lane == "draft" and e.kind in ("draft_forward", "prefill", "lookup")
+
+
+def is_verify_step(e: Event) -> bool:
+    """The target's pass of a round (the first one reads the prompt too)."""
+    return e.lane == "target" and e.kind in ("verify_forward", "target_forward", "prefill")
 
 
 def trace_at(trace: Trace, index: int, phase: str) -> Trace:
@@ -109,9 +115,9 @@ def trace_at(trace: Trace, index: int, phase: str) -> Trace:
     its verify pass ("verify"). For drawing the timeline in step with an animated round."""
     if phase not in ("draft", "verify"):
         raise ValueError(f"phase must be draft or verify; got {phase!r}")
-    kinds = DRAFT_KINDS if phase == "draft" else DRAFT_KINDS | VERIFY_KINDS
     rnd = trace.rounds[index]
-    partial = replace(rnd, events=[e for e in rnd.events if e.kind in kinds])
+    keep = [e for e in rnd.events if is_draft_step(e) or (phase == "verify" and is_verify_step(e))]
+    partial = replace(rnd, events=keep)
     before = trace_upto(trace, index)
     wall = max((e.end_ms for e in partial.events), default=before.wall_ms)
     return replace(before, rounds=[*before.rounds, partial], wall_ms=max(wall, before.wall_ms), summary={})
@@ -318,24 +324,23 @@ def _tokens_list(pieces: list[str], limit: int = 12) -> str:
 
 
 def _bar_rows(trace: Trace) -> dict[str, list[dict]]:
-    """Bars by kind: draft forward, target forward, prefill; each with hover text."""
+    """Bars by kind: draft forward, target forward, prefill; each with hover text.
+
+    A model's first pass reads the whole prompt and does its first job in the same
+    forward: it is drawn as prefill, its hover says both."""
     rows: dict[str, list[dict]] = {"draft": [], "target": [], "prefill": []}
-    for e in trace.prefill:
-        if e.is_forward:
-            rows["prefill"].append(
-                dict(lane=e.lane, s=e.start_ms, d=e.duration_ms,
-                     tip=f"<b>{e.lane} · prompt prefill</b><br>{fmt_ms(e.duration_ms)} "
-                         f"({e.start_ms:.1f}–{e.end_ms:.1f} ms)<br>reads the prompt into the KV cache")
-            )
     for rnd in trace.rounds:
-        drafts = [e for e in rnd.events if e.kind == "draft_forward"]
-        verified = any(e.kind in VERIFY_KINDS for e in rnd.events)
+        drafts = [e for e in rnd.events if e.is_forward and is_draft_step(e)]
+        verified = any(is_verify_step(e) for e in rnd.events)
         for i, e in enumerate(drafts):
             tok = rnd.proposed_text[i] if i < len(rnd.proposed_text) else ""
             verdict = ("accepted" if i < rnd.accepted else "rejected") if verified else "not yet checked"
-            rows["draft"].append(
+            head, row = f"round {rnd.index + 1} · draft pass {i + 1}", "draft"
+            if e.kind == "prefill":
+                head, row = f"round {rnd.index + 1} · draft prefill: reads the prompt ({len(e.tokens)} tokens)", "prefill"
+            rows[row].append(
                 dict(lane="draft", s=e.start_ms, d=e.duration_ms,
-                     tip=f"<b>round {rnd.index + 1} · draft pass {i + 1}</b><br>{fmt_ms(e.duration_ms)} "
+                     tip=f"<b>{head}</b><br>{fmt_ms(e.duration_ms)} "
                          f"({e.start_ms:.1f}–{e.end_ms:.1f} ms)<br>proposes {tok!r} → {verdict}")
             )
         for e in rnd.events:
@@ -345,17 +350,21 @@ def _bar_rows(trace: Trace) -> dict[str, list[dict]]:
                          tip=f"<b>round {rnd.index + 1} · n-gram lookup</b><br>{fmt_ms(e.duration_ms)}<br>"
                              f"proposes {_tokens_list(rnd.proposed_text)}")
                 )
-            elif e.kind in ("verify_forward", "target_forward"):
-                if e.kind == "verify_forward" and rnd.proposed:
+            elif is_verify_step(e):
+                if rnd.proposed:
                     what = (f"checks {len(rnd.proposed)} draft token{'s' if len(rnd.proposed) != 1 else ''} "
                             f"{_tokens_list(rnd.proposed_text)}<br>{rnd.accepted} accepted, "
                             f"{target_label(rnd)} {rnd.correction_text!r}")
-                    title = f"round {rnd.index + 1} · verify pass ({len(e.tokens)} positions)"
+                    title = f"round {rnd.index + 1} · verify pass ({len(rnd.proposed) + 1} positions)"
                 else:
                     what = f"emits {rnd.correction_text!r}"
-                    title = f"token {rnd.index + 1} · target pass" if e.kind == "target_forward" else \
+                    title = f"token {rnd.index + 1} · target pass" if trace.config.mode == "autoregressive" else \
                         f"round {rnd.index + 1} · target pass (no draft)"
-                rows["target"].append(
+                row = "target"
+                if e.kind == "prefill":
+                    title += f", which also reads the prompt ({len(e.tokens) - len(rnd.proposed)} tokens)"
+                    row = "prefill"
+                rows[row].append(
                     dict(lane="target", s=e.start_ms, d=e.duration_ms,
                          tip=f"<b>{title}</b><br>{fmt_ms(e.duration_ms)} "
                              f"({e.start_ms:.1f}–{e.end_ms:.1f} ms)<br>{what}")

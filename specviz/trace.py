@@ -127,7 +127,6 @@ class Trace:
     config: RunConfig
     rounds: list[Round] = field(default_factory=list)
     prompt_ids: list[int] = field(default_factory=list)
-    prefill: list[Event] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
     output_text: str = ""
     wall_ms: float = 0.0
@@ -137,8 +136,8 @@ class Trace:
 
     @property
     def events(self) -> list[Event]:
-        """All events in time order, prefill first."""
-        return list(self.prefill) + [e for r in self.rounds for e in r.events]
+        """All events in time order."""
+        return [e for r in self.rounds for e in r.events]
 
     def finish(self) -> "Trace":
         """Fill ``summary`` from the rounds; returns self."""
@@ -168,9 +167,8 @@ class Trace:
                 _build(Round, {**r, "events": [_build(Event, e) for e in r.get("events", [])]})
                 for r in data.get("rounds", [])
             ]
-            prefill = [_build(Event, e) for e in data.get("prefill", [])]
-            rest = {k: v for k, v in data.items() if k not in {"config", "rounds", "prefill"}}
-            return _build(cls, {**rest, "config": config, "rounds": rounds, "prefill": prefill})
+            rest = {k: v for k, v in data.items() if k not in {"config", "rounds"}}
+            return _build(cls, {**rest, "config": config, "rounds": rounds})
         except (KeyError, TypeError) as exc:
             raise BadInput(f"not a specviz trace: {exc}") from None
 
@@ -213,7 +211,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
 
     acceptance_rate = accepted / drafted; mean_acceptance_length = 1 + accepted / rounds;
     cost_ratio_c = median draft forward / median target forward (verify pass in a
-    speculative run); idle fraction = share of wall time a lane runs no forward pass;
+    speculative run; the prompt-reading first passes are left out of both medians); idle fraction = share of wall time a lane runs no forward pass;
     overhead_ms = wall time inside no forward pass at all.
     """
     rounds = trace.rounds

@@ -44,9 +44,14 @@ def check_round(rnd, ids_before, left, greedy=True):
     full = rnd.proposed[: rnd.accepted] + [rnd.correction]
     assert 1 <= len(rnd.emitted) <= len(full)
     assert rnd.emitted == full[: len(rnd.emitted)], "emitted must be a prefix of accepted + correction"
-    verify = [e for e in rnd.events if e.kind in ("verify_forward", "target_forward")]
+    verify = [e for e in rnd.events if e.lane == "target" and e.is_forward]
     assert len(verify) == 1, "exactly one target pass per round"
-    assert verify[0].tokens == [ids_before[-1]] + rnd.proposed, "the verify pass feeds the pending token and the draft"
+    if rnd.index == 0:  # the first pass reads the whole prompt and verifies in the same forward
+        assert verify[0].kind == "prefill"
+        assert verify[0].tokens == ids_before + rnd.proposed
+    else:
+        assert verify[0].kind in ("verify_forward", "target_forward")
+        assert verify[0].tokens == [ids_before[-1]] + rnd.proposed, "the verify pass feeds the pending token and the draft"
     assert all(0.0 <= x <= 1.0 for x in rnd.p + rnd.q)
     if greedy:
         assert all(x > 0.0 for x in rnd.q), "a greedy draft proposes its own argmax"

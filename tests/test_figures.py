@@ -151,6 +151,9 @@ def test_timeline_bars_are_numeric_ms(sd):
     assert list(draft.base) == pytest.approx([e.start_ms for e in draft_events])
     assert list(draft.x) == pytest.approx([e.duration_ms for e in draft_events])
     assert len(target.x) == len(verify_events)
+    (prefill,) = _bars(fig, "Prefill")  # each model's first pass reads the prompt
+    assert list(prefill.base) == pytest.approx([e.start_ms for e in sd.events if e.kind == "prefill"])
+    assert len(prefill.x) == 2 and all("reads the prompt" in t for t in prefill.hovertext)
     assert all("ms" in t for t in target.hovertext) and any("accepted" in t for t in target.hovertext)
     assert fig.layout.xaxis.range[1] >= sd.wall_ms
 
@@ -179,7 +182,7 @@ def test_idle_plus_busy_is_the_wall(sd, lane):
 def test_race_shares_one_time_axis(sd, ar):
     fig = F.race_figure(sd, ar)
     ar_bars = [t for t in fig.data if t.type == "bar" and t.name == "Target pass" and t.xaxis == "x2"]
-    assert len(ar_bars) == 1 and len(ar_bars[0].x) == len(ar.rounds)
+    assert len(ar_bars) == 1 and len(ar_bars[0].x) == len(ar.rounds) - 1  # the first pass is drawn as prefill
     assert fig.layout.xaxis2.matches == "x" or fig.layout.xaxis.matches == "x2"
     titles = [a.text for a in fig.layout.annotations]
     assert any("Speculative" in t for t in titles) and any("Autoregressive" in t for t in titles)

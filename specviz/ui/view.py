@@ -111,7 +111,7 @@ class RunView:
         )
 
     def charts(self, trace: Trace | None) -> None:
-        if trace is None or not (trace.rounds or trace.prefill):
+        if trace is None or not trace.rounds:
             self.timeline_ph.caption("The timeline of forward passes appears here once the first round has run.")
             self.accept_ph.empty()
             return
