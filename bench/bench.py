@@ -8,7 +8,7 @@ hits both alike), with the same dtype and greedy decoding:
                                                         generation_config set to num_assistant_tokens=gamma,
                                                         constant schedule, assistant_confidence_threshold=0
 
-Each cell is the median over --repeats runs of new tokens / wall seconds (wall
+Each cell is the median over --repeats runs (who goes first alternates) of new tokens / wall seconds (wall
 time measured outside both implementations alike, prefill included). Also
 printed: our overhead per round (wall time inside no forward pass), its share of
 wall time, and the speedup the formula predicts from the measured alpha and c.
@@ -99,22 +99,28 @@ def main() -> None:
         ids = encode_prompt(pair.tokenizer, prompt, chat=True)
         ours(pair, prompt, 8, 2), hf_generate(pair, ids, 8, 2)  # warm-up both paths
         ar_o, ar_h, ar_trace = [], [], None
-        for _ in range(args.repeats):
-            s, ar_trace = ours(pair, prompt, n, None)
-            ar_o.append(len(ar_trace.output_ids) / s)
-            s, k = hf_generate(pair, ids, n, None)
-            ar_h.append(k / s)
+        for rep in range(args.repeats):
+            for who in (("ours", "hf") if rep % 2 == 0 else ("hf", "ours")):  # alternate who goes first
+                if who == "ours":
+                    s, ar_trace = ours(pair, prompt, n, None)
+                    ar_o.append(len(ar_trace.output_ids) / s)
+                else:
+                    s, k = hf_generate(pair, ids, n, None)
+                    ar_h.append(k / s)
         ours_ar, hf_ar = statistics.median(ar_o), statistics.median(ar_h)
         for g in args.gammas:
             sd_o, sd_h, ovh, ovh_frac, traces = [], [], [], [], []
-            for _ in range(args.repeats):
-                s, tr = ours(pair, prompt, n, g)
-                sd_o.append(len(tr.output_ids) / s)
-                ovh.append(tr.summary["overhead_ms"] / tr.summary["rounds"])
-                ovh_frac.append(tr.summary["overhead_ms"] / (s * 1000))
-                traces.append(tr)
-                s, k = hf_generate(pair, ids, n, g)
-                sd_h.append(k / s)
+            for rep in range(args.repeats):
+                for who in (("ours", "hf") if rep % 2 == 0 else ("hf", "ours")):
+                    if who == "ours":
+                        s, tr = ours(pair, prompt, n, g)
+                        sd_o.append(len(tr.output_ids) / s)
+                        ovh.append(tr.summary["overhead_ms"] / tr.summary["rounds"])
+                        ovh_frac.append(tr.summary["overhead_ms"] / (s * 1000))
+                        traces.append(tr)
+                    else:
+                        s, k = hf_generate(pair, ids, n, g)
+                        sd_h.append(k / s)
             tr = traces[0]
             alpha = alpha_from_mean_length(tr.summary["mean_acceptance_length"], g)
             c = statistics.median(t.summary["cost_ratio_c"] for t in traces)
