@@ -43,11 +43,12 @@ with right:
     st.markdown("#### The numbers")
     st.markdown(
         """
-- **acceptance rate α**: accepted ÷ drafted tokens
+- **acceptance rate**: accepted ÷ drafted tokens
 - **tokens / round** (mean acceptance length): 1 + accepted ÷ rounds
 - **cost ratio c**: draft pass time ÷ target pass time
 
-If each draft token survives with probability α, a round yields on average
+If each draft token survives with probability α (not the acceptance rate: a round stops
+at its first rejection, so the app infers α from tokens / round), a round yields on average
 """
     )
     st.latex(r"\frac{1-\alpha^{\gamma+1}}{1-\alpha}\ \text{tokens, and a speedup of}\ "
