@@ -9,7 +9,6 @@ the callbacks of the buttons and example pills.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import streamlit as st
@@ -19,11 +18,11 @@ from specviz import (
     Decoding,
     ModelPair,
     RunConfig,
-    SpecvizError,
     Trace,
     speculative,
 )
 from specviz.compare import Comparison
+from specviz.engine import encode_prompt
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
 from specviz.ui.pair import pair_key
 
@@ -117,7 +116,7 @@ def check_inputs(pair: ModelPair, cfg: RunConfig) -> dict[str, str]:
     """{field: message} for the first setting the engine would refuse (empty when all is well).
     The engine validates when a run is built, which reads no model yet: cheap."""
     try:
-        speculative(pair, dataclasses.replace(cfg))
+        speculative(pair, cfg)  # copies cfg; builds the run without a forward pass
     except BadInput as exc:
         return {field_of(exc): _sentence(str(exc))}
     except Exception as exc:  # never a traceback on the page
@@ -127,12 +126,11 @@ def check_inputs(pair: ModelPair, cfg: RunConfig) -> dict[str, str]:
 
 def context_note(pair: ModelPair, cfg: RunConfig) -> str | None:
     """A warning when fewer new tokens fit in the context than asked for."""
-    try:
-        n = len(speculative(pair, dataclasses.replace(cfg)).trace.prompt_ids)
-    except SpecvizError:
+    if not cfg.prompt.strip():
         return None
+    n = len(encode_prompt(pair.tokenizer, cfg.prompt, cfg.chat))
     room = pair.context_length - n
-    if cfg.max_new_tokens > room:
+    if 0 < room < cfg.max_new_tokens:  # room <= 0 is the prompt's own error
         return f"Only {room} new tokens fit in the models' {pair.context_length}-token context after this prompt."
     return None
 
