@@ -22,7 +22,7 @@ MAX_GAMMA = 32
 @dataclass
 class Proposal:
     tokens: list[int] = field(default_factory=list)
-    q: torch.Tensor | None = None  # [len(tokens), V] warped draft rows
+    q_rows: torch.Tensor | None = None  # [len(tokens), V] warped draft distributions
     events: list[Event] = field(default_factory=list)
 
 
@@ -63,7 +63,7 @@ class ModelDrafter:
             seq.append(tok)
             if tok in stop_ids:
                 break
-        prop.q = torch.stack(rows) if rows else None
+        prop.q_rows = torch.stack(rows) if rows else None
         return prop
 
     def sync(self, ids: list[int]) -> list[Event]:

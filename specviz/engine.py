@@ -166,7 +166,7 @@ class Decoding:
             if sampling.greedy:
                 k, tok = greedy_accept(logits, prop.tokens)
             else:
-                k, tok = sampling_accept(p, prop.q, prop.tokens, gen)
+                k, tok = sampling_accept(p, prop.q_rows, prop.tokens, gen)
             emitted, stop = self._cut(new, prop.tokens[:k] + [tok], left)
             self._fill(rnd, prop, p, k, tok, emitted, ids)
             rnd.events.append(Event("target", "sample", s0, clock.now(), [tok]))
@@ -225,8 +225,8 @@ class Decoding:
         if n:
             rows = torch.arange(n)
             cols = torch.tensor(prop.tokens)
-            rnd.q = prop.q[rows, cols].tolist()
-            rnd.p = p[rows, cols].tolist()
+            rnd.draft_probs = prop.q_rows[rows, cols].tolist()
+            rnd.target_probs = p[rows, cols].tolist()
         rnd.accepted = k
         rnd.rejected = list(prop.tokens[k:])
         rnd.correction = tok

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import replace
 from typing import Any, Iterable
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.trace import Event, Round, Trace, summarize
+from specviz.trace import Event, Round, Trace, is_draft_step, is_verify_step, rounds_text, summarize
 
 # --- palette (Okabe-Ito) --------------------------------------------------------------
 
@@ -74,55 +73,6 @@ def live_summary(trace: Trace) -> dict[str, Any]:
     return trace.summary if trace.summary else summarize(trace)
 
 
-def rounds_text(rounds: Iterable[Round]) -> str:
-    """The output text of these rounds: what each added to the decoded output."""
-    return "".join(r.emitted_text for r in rounds)
-
-
-def trace_upto(trace: Trace, n: int) -> Trace:
-    """A copy of ``trace`` holding its first ``n`` rounds, as it stood when round n ended.
-
-    The summary is left empty unless all rounds are kept (``live_summary`` computes it)."""
-    n = max(0, min(n, len(trace.rounds)))
-    if n == len(trace.rounds):
-        return trace
-    rounds = trace.rounds[:n]
-    ids = [t for r in rounds for t in r.emitted]
-    wall = rounds[-1].end_ms if rounds else 0.0
-    return replace(
-        trace,
-        rounds=list(rounds),
-        output_ids=ids,
-        output_text=rounds_text(rounds),
-        wall_ms=wall,
-        stop_reason="",
-        summary={},
-    )
-
-
-def is_draft_step(e: Event) -> bool:
-    """A drafting step: a draft forward (the first one reads the prompt too) or a lookup."""
-    return e.lane == "draft" and e.kind in ("draft_forward", "prefill", "lookup")
-
-
-def is_verify_step(e: Event) -> bool:
-    """The target's pass of a round (the first one reads the prompt too)."""
-    return e.lane == "target" and e.kind in ("verify_forward", "target_forward", "prefill")
-
-
-def trace_at(trace: Trace, index: int, phase: str) -> Trace:
-    """The trace as it stood inside round ``index``: after its drafting ("draft") or after
-    its verify pass ("verify"). For drawing the timeline in step with an animated round."""
-    if phase not in ("draft", "verify"):
-        raise ValueError(f"phase must be draft or verify; got {phase!r}")
-    rnd = trace.rounds[index]
-    keep = [e for e in rnd.events if is_draft_step(e) or (phase == "verify" and is_verify_step(e))]
-    partial = replace(rnd, events=keep)
-    before = trace_upto(trace, index)
-    wall = max((e.end_ms for e in partial.events), default=before.wall_ms)
-    return replace(before, rounds=[*before.rounds, partial], wall_ms=max(wall, before.wall_ms), summary={})
-
-
 # --- token strip -----------------------------------------------------------------------
 
 
@@ -166,10 +116,10 @@ def _tok(cls: str, text: str, tip: str, label: str | None = None, breaks: bool =
 
 def _prob_tip(rnd: Round, i: int) -> str:
     parts = []
-    if i < len(rnd.q):
-        parts.append(f"draft q={rnd.q[i]:.3f}")
-    if i < len(rnd.p):
-        parts.append(f"target p={rnd.p[i]:.3f}")
+    if i < len(rnd.draft_probs):
+        parts.append(f"draft q={rnd.draft_probs[i]:.3f}")
+    if i < len(rnd.target_probs):
+        parts.append(f"target p={rnd.target_probs[i]:.3f}")
     return (" · " + ", ".join(parts)) if parts else ""
 
 
@@ -282,9 +232,6 @@ def round_caption(rnd: Round, phase: str = "done", total: int | None = None) -> 
 
 
 # --- timeline --------------------------------------------------------------------------
-
-LANE_Y = {"draft": 1, "target": 0}
-
 
 def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []

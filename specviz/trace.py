@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from specviz.errors import BadInput
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 LANES = ("draft", "target")
 FORWARD_KINDS = frozenset({"prefill", "draft_forward", "verify_forward", "target_forward"})
@@ -64,8 +65,8 @@ class Event:
 class Round:
     """One draft-then-verify round (or one plain target step when gamma == 0).
 
-    ``proposed`` holds the draft's tokens, ``q``/``p`` the draft's and target's
-    probability of each. The first ``accepted`` are kept, ``rejected`` holds the
+    ``proposed`` holds the draft's tokens, ``draft_probs``/``target_probs`` the draft's
+    (q) and target's (p) probability of each. The first ``accepted`` are kept, ``rejected`` holds the
     rest, and ``correction`` is the target's own token: a correction after a
     rejection, a *bonus* when every proposed token was accepted. ``emitted`` is
     what the round added to the output (cut at EOS, stop strings or the token
@@ -77,8 +78,8 @@ class Round:
     gamma: int
     proposed: list[int] = field(default_factory=list)
     proposed_text: list[str] = field(default_factory=list)
-    q: list[float] = field(default_factory=list)
-    p: list[float] = field(default_factory=list)
+    draft_probs: list[float] = field(default_factory=list)
+    target_probs: list[float] = field(default_factory=list)
     accepted: int = 0
     rejected: list[int] = field(default_factory=list)
     correction: int | None = None
@@ -156,6 +157,7 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Trace":
+        data = migrate(data)
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise BadInput(
@@ -246,3 +248,72 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "overhead_ms": max(0.0, wall - forward_total),
         "ttft_ms": first.end_ms if first is not None else None,
     }
+
+
+# --- slicing: the run as it stood at some moment ------------------------------------
+
+
+def is_draft_step(e: Event) -> bool:
+    """A drafting step: a draft forward (the first one reads the prompt too) or a lookup."""
+    return e.lane == "draft" and e.kind in ("draft_forward", "prefill", "lookup")
+
+
+def is_verify_step(e: Event) -> bool:
+    """The target's pass of a round (the first one reads the prompt too)."""
+    return e.lane == "target" and e.kind in ("verify_forward", "target_forward", "prefill")
+
+
+def rounds_text(rounds: Iterable[Round]) -> str:
+    """The output text of these rounds: what each added to the decoded output."""
+    return "".join(r.emitted_text for r in rounds)
+
+
+def trace_upto(trace: Trace, n: int) -> Trace:
+    """A copy of ``trace`` holding its first ``n`` rounds, as it stood when round n ended.
+
+    The summary is left empty unless all rounds are kept (``summarize`` computes it)."""
+    n = max(0, min(n, len(trace.rounds)))
+    if n == len(trace.rounds):
+        return trace
+    rounds = trace.rounds[:n]
+    return replace(
+        trace,
+        rounds=list(rounds),
+        output_ids=[t for r in rounds for t in r.emitted],
+        output_text=rounds_text(rounds),
+        wall_ms=rounds[-1].end_ms if rounds else 0.0,
+        stop_reason="",
+        summary={},
+    )
+
+
+def trace_at(trace: Trace, index: int, phase: str) -> Trace:
+    """The trace as it stood inside round ``index``: after its drafting ("draft") or after
+    its verify pass ("verify"). For drawing the timeline in step with an animated round."""
+    if phase not in ("draft", "verify"):
+        raise ValueError(f"phase must be draft or verify; got {phase!r}")
+    rnd = trace.rounds[index]
+    keep = [e for e in rnd.events if is_draft_step(e) or (phase == "verify" and is_verify_step(e))]
+    partial = replace(rnd, events=keep)
+    before = trace_upto(trace, index)
+    wall = max((e.end_ms for e in partial.events), default=before.wall_ms)
+    return replace(before, rounds=[*before.rounds, partial], wall_ms=max(wall, before.wall_ms), summary={})
+
+
+# --- older files ----------------------------------------------------------------------
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring a trace dict written by an older specviz up to SCHEMA_VERSION (a new dict).
+
+    v1 -> v2: Round.q / Round.p (the draft's and target's probability of each proposed
+    token) were renamed draft_probs / target_probs."""
+    if not isinstance(data, dict) or data.get("schema_version") != 1:
+        return data
+    rounds = data.get("rounds")
+    if isinstance(rounds, list):
+        renamed = {"q": "draft_probs", "p": "target_probs"}
+        rounds = [
+            {renamed.get(k, k): v for k, v in r.items()} if isinstance(r, dict) else r for r in rounds
+        ]
+    return {**data, "rounds": rounds, "schema_version": 2}

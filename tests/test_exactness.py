@@ -39,7 +39,7 @@ def check_round(rnd, ids_before, left, greedy=True):
     assert 0 <= rnd.accepted <= n
     assert rnd.rejected == rnd.proposed[rnd.accepted:]
     assert rnd.bonus == (n > 0 and rnd.accepted == n)
-    assert len(rnd.p) == len(rnd.q) == n == len(rnd.proposed_text)
+    assert len(rnd.target_probs) == len(rnd.draft_probs) == n == len(rnd.proposed_text)
     assert len(rnd.margin) == rnd.accepted + 1
     full = rnd.proposed[: rnd.accepted] + [rnd.correction]
     assert 1 <= len(rnd.emitted) <= len(full)
@@ -52,9 +52,9 @@ def check_round(rnd, ids_before, left, greedy=True):
     else:
         assert verify[0].kind in ("verify_forward", "target_forward")
         assert verify[0].tokens == [ids_before[-1]] + rnd.proposed, "the verify pass feeds the pending token and the draft"
-    assert all(0.0 <= x <= 1.0 for x in rnd.p + rnd.q)
+    assert all(0.0 <= x <= 1.0 for x in rnd.target_probs + rnd.draft_probs)
     if greedy:
-        assert all(x > 0.0 for x in rnd.q), "a greedy draft proposes its own argmax"
+        assert all(x > 0.0 for x in rnd.draft_probs), "a greedy draft proposes its own argmax"
 
 
 def drive(pair, dec, rec):

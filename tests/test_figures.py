@@ -9,7 +9,7 @@ import pytest
 
 from specviz import RunConfig, autoregressive, speculative
 from specviz import figures as F
-from specviz.trace import Event, Round, Trace, summarize
+from specviz.trace import Event, Round, Trace, rounds_text, summarize, trace_at, trace_upto
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 
@@ -31,7 +31,7 @@ def _round(index=0, proposed="abc", accepted=1, correction="X", emitted=None, bo
     kept = emitted if emitted is not None else ids[:accepted] + [ord(correction[0])]
     text = proposed[: min(accepted, len(kept))] + (correction if len(kept) > accepted else "")
     return Round(
-        index=index, gamma=n, proposed=ids, proposed_text=list(proposed), q=[0.5] * n, p=[0.25] * n,
+        index=index, gamma=n, proposed=ids, proposed_text=list(proposed), draft_probs=[0.5] * n, target_probs=[0.25] * n,
         accepted=accepted, rejected=ids[accepted:], correction=ord(correction[0]), correction_text=correction,
         bonus=bonus, emitted=kept, emitted_text=text,
         events=[Event("draft", "draft_forward", 10.0 * index + i, 10.0 * index + i + 1, []) for i in range(n)]
@@ -108,11 +108,11 @@ def test_strip_has_plain_text_and_hint():
     html = F.token_strip_html(rounds)
     plain = re.search(r'<pre class="sv-plain"[^>]*>(.*?)</pre>', html, re.S).group(1)
     assert plain == "a&lt;cd&amp;"
-    assert F.rounds_text(rounds) == "a<cd&"
+    assert rounds_text(rounds) == "a<cd&"
 
 
 def test_strip_of_a_real_run_reads_as_its_output(sd):
-    assert F.rounds_text(sd.rounds) == sd.output_text
+    assert rounds_text(sd.rounds) == sd.output_text
     html = F.token_strip_html(sd.rounds, plain=sd.output_text)
     accepted = sum(min(r.accepted, len(r.emitted)) for r in sd.rounds)
     assert _count(html, "sv-acc") == accepted
@@ -202,12 +202,12 @@ def test_acceptance_bars_match_the_summary(sd):
 
 
 def test_trace_upto_is_the_run_as_it_stood(sd):
-    part = F.trace_upto(sd, 3)
+    part = trace_upto(sd, 3)
     assert len(part.rounds) == 3 and part.wall_ms == sd.rounds[2].end_ms
     assert part.output_ids == [t for r in sd.rounds[:3] for t in r.emitted]
     assert part.summary == {} and F.live_summary(part)["rounds"] == 3
-    assert F.trace_upto(sd, len(sd.rounds)) is sd
-    assert F.trace_upto(sd, 0).rounds == []
+    assert trace_upto(sd, len(sd.rounds)) is sd
+    assert trace_upto(sd, 0).rounds == []
     assert len(sd.rounds) > 3  # the slice above was a real cut
 
 
@@ -230,7 +230,7 @@ def test_formatting():
 
 
 def test_live_summary_of_a_partial_trace(sd):
-    part = F.trace_upto(sd, 2)
+    part = trace_upto(sd, 2)
     assert F.live_summary(part) == summarize(part)
     assert F.live_summary(sd) is sd.summary
 
@@ -238,15 +238,15 @@ def test_live_summary_of_a_partial_trace(sd):
 def test_trace_at_shows_a_round_in_the_middle(sd):
     i = 2
     rnd = sd.rounds[i]
-    drafting = F.trace_at(sd, i, "draft")
+    drafting = trace_at(sd, i, "draft")
     assert len(drafting.rounds) == i + 1
     assert {e.kind for e in drafting.rounds[-1].events} <= {"draft_forward", "lookup"}
     assert drafting.wall_ms == max(e.end_ms for e in rnd.events if e.kind == "draft_forward")
     hover = " ".join(_bars(F.timeline_figure(drafting), "Draft pass")[0].hovertext[-len(rnd.proposed):])
     assert "not yet checked" in hover and "accepted" not in hover  # no verdict before the verify pass
-    verifying = F.trace_at(sd, i, "verify")
+    verifying = trace_at(sd, i, "verify")
     assert any(e.kind == "verify_forward" for e in verifying.rounds[-1].events)
     assert drafting.wall_ms < verifying.wall_ms <= sd.rounds[i].end_ms
     assert sd.rounds[i].events is rnd.events  # the trace itself is untouched
     with pytest.raises(ValueError):
-        F.trace_at(sd, i, "done")
+        trace_at(sd, i, "done")

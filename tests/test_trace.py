@@ -87,12 +87,24 @@ def test_round_trip_keeps_unicode_and_a_run_in_progress(tiny_pair, tmp_path):
     assert back == trace and back.config.prompt == "héllo ✓ wörld"
 
 
+def test_version_1_files_are_migrated(traces):
+    """v1 named the per-token probabilities q and p; they load under their new names."""
+    data = traces["speculative, model drafter"].to_dict()
+    old = json.loads(json.dumps(data))
+    old["schema_version"] = 1
+    for r in old["rounds"]:
+        r["q"], r["p"] = r.pop("draft_probs"), r.pop("target_probs")
+    back = Trace.from_json(json.dumps(old))
+    assert back == traces["speculative, model drafter"]
+    assert any(r.draft_probs for r in back.rounds)
+
+
 def test_schema_version_is_checked(traces):
     data = traces["autoregressive"].to_dict()
-    assert data["schema_version"] == SCHEMA_VERSION == 1
-    for bad in (2, 0, "1", None):
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    for bad in (3, 0, "2", None):
         data["schema_version"] = bad
-        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 1"):
+        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 2"):
             Trace.from_json(json.dumps(data))
     del data["schema_version"]
     with pytest.raises(BadInput, match="schema_version"):

@@ -12,6 +12,7 @@ import streamlit as st
 
 from specviz import BadInput, Trace
 from specviz import figures as F
+from specviz.trace import trace_upto
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.view import RunView, animate_round
 
@@ -29,7 +30,7 @@ def load_trace_file(data: bytes | str) -> Trace:
 def render_replay(view: RunView, trace: Trace, pos: int) -> None:
     """Draw a recorded trace as it stood after round ``pos``."""
     n = len(trace.rounds)
-    upto = F.trace_upto(trace, pos)
+    upto = trace_upto(trace, pos)
     cfg = trace.config
     where = f"recorded on {cfg.device} in {cfg.dtype}"
     if pos == 0:

@@ -16,6 +16,7 @@ import streamlit as st
 
 from specviz import Trace
 from specviz import figures as F
+from specviz.trace import trace_at, trace_upto
 from specviz.ui.state import LiveState
 
 
@@ -196,7 +197,7 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
     if speed <= 0:
         return
     prior = trace.rounds[: rnd.index]
-    upto = F.trace_upto(trace, rnd.index + 1)
+    upto = trace_upto(trace, rnd.index + 1)
     n = len(rnd.proposed)
     per_tok = min(0.45, 2.4 / max(n, 1)) * speed
     verify_s, hold_s = 1.0 * speed, 0.9 * speed
@@ -209,10 +210,10 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
         for i in range(1, n + 1):
             view.strip(prior, rnd, "draft", i)
             view.wait(per_tok)
-        view.timeline(F.trace_at(trace, rnd.index, "draft"))  # the draft's bars; the target waits
+        view.timeline(trace_at(trace, rnd.index, "draft"))  # the draft's bars; the target waits
     view.status(F.round_caption(rnd, "verify") if n else F.round_caption(rnd), badge, "sv-slow", note)
     view.strip(prior, rnd, "verify")
-    view.timeline(F.trace_at(trace, rnd.index, "verify"))  # the one verify pass; the draft waits
+    view.timeline(trace_at(trace, rnd.index, "verify"))  # the one verify pass; the draft waits
     view.wait(verify_s)
     view.status(F.round_caption(rnd), badge, "sv-slow", note)
     view.strip(prior + [rnd])
