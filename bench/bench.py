@@ -13,6 +13,9 @@ time measured outside both implementations alike, prefill included). Also
 printed: our overhead per round (wall time inside no forward pass), its share of
 wall time, and the speedup the formula predicts from the measured alpha and c.
 
+specviz must be installed (``pip install -e .`` from the repository root, as the
+README's set-up command does); the script imports it like any other package.
+
   python bench/bench.py                    # default pair, dtype auto, gammas 1..8
   python bench/bench.py --pair tiny --gammas 1 2 --repeats 1   # a smoke run
 """
@@ -21,18 +24,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specviz.engine import autoregressive, encode_prompt, speculative  # noqa: E402
-from specviz.models import load_pair  # noqa: E402
-from specviz.theory import alpha_from_mean_length, expected_speedup  # noqa: E402
-from specviz.trace import RunConfig  # noqa: E402
+from specviz.engine import autoregressive, speculative
+from specviz.validate import encode_prompt
+from specviz.models import load_pair
+from specviz.theory import alpha_from_mean_length, expected_speedup
+from specviz.trace import RunConfig
 
 PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, with a docstring.",

@@ -16,6 +16,10 @@ from specviz.acceptance import Sampling, pick, warp
 from specviz.kv import Clock, KVModel
 from specviz.trace import Event, Round
 
+# The longest draft: one constant for the engine, the CLI and the app. 32 because the
+# heuristic policy (+2 per fully accepted block) climbs that far on predictable text
+# (counting, boilerplate), where theory's best gamma for alpha ~ 0.95 and a cheap draft
+# is in the twenties; and a 33-position verify pass is where the cost curve is measured.
 MAX_GAMMA = 32
 
 
@@ -37,12 +41,17 @@ class Drafter(Protocol):
 
 
 class ModelDrafter:
-    """A small causal LM drafting one token per forward pass, with its own KV cache."""
+    """A small causal LM drafting one token per forward pass, with its own KV cache.
+
+    With a cut head (``kv.head``, FR-Spec) the draft samples among the kept ids only;
+    its q rows are spread back over the whole vocabulary (zero elsewhere), which is
+    the distribution it really drafted from, so the acceptance rule stays exact."""
 
     name = "model"
 
     def __init__(self, kv: KVModel, sampling: Sampling, gen: torch.Generator, clock: Clock):
         self.kv, self.sampling, self.gen, self.clock = kv, sampling, gen, clock
+        self.head = kv.head
 
     def propose(self, ids: list[int], gamma: int, stop_ids: set[int]) -> Proposal:
         """gamma forward passes; stops early after proposing an EOS."""
@@ -55,10 +64,13 @@ class ModelDrafter:
             feed = seq[start:]
             kind = "draft_forward" if start else "prefill"  # the first pass also reads the prompt
             logits, t0, t1 = self.kv.timed_forward(feed, 1, self.clock)
-            q = warp(logits, self.sampling)[0]
-            tok = pick(q, self.sampling, self.gen)
+            q = warp(logits, self.sampling)
+            tok = pick(q[0], self.sampling, self.gen)
+            if self.head is not None:
+                tok = int(self.head.ids[tok])
+                q = self.head.spread(q)
             prop.events.append(Event("draft", kind, t0, t1, feed))
-            rows.append(q)
+            rows.append(q[0])
             prop.tokens.append(tok)
             seq.append(tok)
             if tok in stop_ids:
@@ -135,3 +147,15 @@ class HeuristicGamma:
 
 
 POLICIES = {"constant": ConstantGamma, "heuristic": HeuristicGamma}
+DRAFTERS = {"model": ModelDrafter, "ngram": NgramDrafter}
+
+
+def make_drafter(pair, config, sampling: Sampling, gen: torch.Generator, clock: Clock) -> Drafter:
+    """The drafter ``config.drafter`` names, set up for ``pair``: the draft model with
+    its own cache (and its head cut to ``config.draft_vocab`` ids when that is > 0),
+    or the n-gram prompt lookup."""
+    cls = DRAFTERS[config.drafter]
+    if cls.name == "ngram":
+        return cls(pair.target.config.vocab_size, clock)
+    head = pair.cut_head(config.draft_vocab) if config.draft_vocab else None
+    return cls(KVModel(pair.draft, pair.device, head), sampling, gen, clock)

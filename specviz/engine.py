@@ -6,14 +6,21 @@ cache holds a prefix of ids. There is no separate prefill: each model's first
 pass reads the whole prompt and does its first job in the same forward (event
 kind ``prefill``), as Hugging Face's assisted generation does. One round:
 
-1. the drafter proposes x_1..x_g (g = gamma, cut so the round cannot overshoot
-   the token budget), each with its draft row q_i;
-2. the target runs ONE forward pass over [ids[-1], x_1..x_g] and gets p_1..p_{g+1};
-3. the acceptance rule keeps x_1..x_k and adds the target's own token;
+1. draft: the drafter proposes x_1..x_g (g = gamma, cut so the round cannot
+   overshoot the token budget), each with its draft distribution q_i;
+2. verify: the target runs ONE forward pass over [ids[-1], x_1..x_g] and gets
+   p_1..p_{g+1};
+3. accept: the acceptance rule keeps x_1..x_k and adds the target's own token;
 4. both caches roll back to the new ids (crop, no recomputation).
 
 Autoregressive decoding is the same loop with g = 0 and no drafter: one target
-pass per token. The clock stops while a caller holds a yielded round.
+pass per token.
+
+The clock runs only for the engine's own work: forward passes, the acceptance
+rule, rollbacks. It stops while a caller holds a yielded round, and while the
+engine does display work (the text of each token, probabilities and margins for
+the record, stop strings), which is incremental and off the clock, as a serving
+engine's detokenizer runs off its critical path.
 """
 
 from __future__ import annotations
@@ -24,68 +31,64 @@ from collections.abc import Iterator
 import torch
 
 from specviz.acceptance import Sampling, greedy_accept, sampling_accept, warp
-from specviz.drafters import MAX_GAMMA, POLICIES, ModelDrafter, NgramDrafter, Proposal
-from specviz.errors import BadInput
+from specviz.drafters import POLICIES, Proposal, make_drafter
 from specviz.kv import Clock, KVModel
 from specviz.models import ModelPair
+from specviz.text import RunText
 from specviz.trace import Event, Round, RunConfig, Trace
-
-MAX_NEW_TOKENS = 4096
-MODES = ("speculative", "autoregressive")
-DRAFTERS = ("model", "ngram")
+from specviz.validate import check
 
 
-def encode_prompt(tokenizer, prompt: str, chat: bool) -> list[int]:
-    """Token ids of the prompt, through the chat template where the model has one."""
-    if chat and getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
-        )
-        return tokenizer.encode(text, add_special_tokens=False)
-    return tokenizer.encode(prompt)
+@dataclasses.dataclass
+class Verdict:
+    """What the acceptance rule decided for one round."""
+
+    accepted: int  # k: draft tokens kept
+    token: int  # the target's own token: a correction (k < g) or a bonus (k == g)
+    logits: torch.Tensor  # the target's logits [g+1, V]
+    p: torch.Tensor | None = None  # warped target rows [g+1, V] (None when greedy: not needed)
 
 
-def validate(config: RunConfig) -> None:
-    """Raise BadInput for any setting the engine does not accept."""
-    if config.mode not in MODES:
-        raise BadInput(f"mode must be one of {', '.join(MODES)}; got {config.mode!r}", "mode")
-    if not isinstance(config.prompt, str) or not config.prompt.strip():
-        raise BadInput("the prompt is empty: type something for the models to continue", "prompt")
-    if isinstance(config.gamma, bool) or not isinstance(config.gamma, int) or not 1 <= config.gamma <= MAX_GAMMA:
-        raise BadInput(
-            f"gamma (draft length) must be a whole number from 1 to {MAX_GAMMA}; got {config.gamma!r}", "gamma"
-        )
-    if (
-        isinstance(config.max_new_tokens, bool)
-        or not isinstance(config.max_new_tokens, int)
-        or not 1 <= config.max_new_tokens <= MAX_NEW_TOKENS
-    ):
-        raise BadInput(
-            f"max new tokens must be from 1 to {MAX_NEW_TOKENS}; got {config.max_new_tokens!r}", "max_new_tokens"
-        )
-    Sampling(config.temperature, config.top_k, config.top_p)
-    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
-        raise BadInput(f"seed must be a whole number >= 0; got {config.seed!r}", "seed")
-    if any(not isinstance(s, str) or not s for s in config.stop):
-        raise BadInput("stop strings must be non-empty text", "stop")
-    if config.drafter not in DRAFTERS:
-        raise BadInput(f"drafter must be one of {', '.join(DRAFTERS)}; got {config.drafter!r}", "drafter")
-    if config.policy not in POLICIES:
-        raise BadInput(
-            f"draft-length policy must be one of {', '.join(POLICIES)}; got {config.policy!r}", "policy"
-        )
+def verify(target: KVModel, ids: list[int], prop: Proposal, clock: Clock, kind: str) -> tuple[torch.Tensor, Event]:
+    """One target pass over the pending tokens and the proposal: logits [g+1, V]."""
+    target.rollback(min(target.common_prefix(ids), len(ids) - 1))
+    if not target.tokens:
+        kind = "prefill"  # the first pass also reads the prompt
+    feed = ids[len(target.tokens):] + prop.tokens
+    logits, t0, t1 = target.timed_forward(feed, len(prop.tokens) + 1, clock)
+    return logits, Event("target", kind, t0, t1, list(feed))
 
 
-def pieces(tokenizer, context: list[int], tokens: list[int]) -> list[str]:
-    """The text each token adds after ``context`` (multi-token characters stay whole)."""
-    tail = context[-4:]
-    prev = tokenizer.decode(tail, skip_special_tokens=False)
-    out = []
-    for i in range(len(tokens)):
-        cur = tokenizer.decode(tail + tokens[: i + 1], skip_special_tokens=False)
-        out.append(cur[len(prev):] if cur.startswith(prev) else tokenizer.decode([tokens[i]]))
-        prev = cur
-    return out
+def accept(logits: torch.Tensor, prop: Proposal, sampling: Sampling, gen: torch.Generator) -> Verdict:
+    """The acceptance rule: greedy match on the logits, or speculative sampling on the
+    warped p and q."""
+    if sampling.greedy:
+        k, tok = greedy_accept(logits, prop.tokens)
+        return Verdict(k, tok, logits)
+    p = warp(logits, sampling)
+    k, tok = sampling_accept(p, prop.q_rows, prop.tokens, gen)
+    return Verdict(k, tok, logits, p)
+
+
+def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitted: list[int],
+                 text: RunText) -> Round:
+    """The Round for a verdict, before its tokens are committed to ``text``: each token's
+    text, the draft's and target's probability of each proposal, and the target's
+    top-1 minus top-2 margin at every verified position up to its own token."""
+    n, k = len(prop.tokens), verdict.accepted
+    p = verdict.p if verdict.p is not None else verdict.logits.softmax(-1)  # greedy: p at temperature 1
+    rnd = Round(index=index, gamma=gamma, proposed=list(prop.tokens), accepted=k,
+                rejected=list(prop.tokens[k:]), correction=verdict.token,
+                bonus=n > 0 and k == n, emitted=list(emitted))
+    rnd.proposed_text = text.pieces(prop.tokens)
+    rnd.correction_text = text.pieces([verdict.token], after=prop.tokens[:k])[0]
+    if n:
+        rows, cols = torch.arange(n), torch.tensor(prop.tokens)
+        rnd.draft_probs = prop.q_rows[rows, cols].tolist()
+        rnd.target_probs = p[rows, cols].tolist()
+    top2 = p[: k + 1].topk(min(2, p.shape[-1]), dim=-1).values
+    rnd.margin = (top2[:, 0] - top2[:, -1]).tolist()
+    return rnd
 
 
 class Decoding:
@@ -94,16 +97,8 @@ class Decoding:
 
     def __init__(self, pair: ModelPair, config: RunConfig):
         config = dataclasses.replace(config, stop=list(config.stop))  # the caller's stays as it was
-        validate(config)
+        prompt_ids = check(pair, config)
         self.pair = pair
-        tok = pair.tokenizer
-        prompt_ids = encode_prompt(tok, config.prompt, config.chat)
-        if len(prompt_ids) >= pair.context_length:
-            raise BadInput(
-                f"the prompt is {len(prompt_ids)} tokens, longer than the models' context of "
-                f"{pair.context_length} tokens: shorten it",
-                "prompt",
-            )
         config.draft, config.target = pair.draft_name, pair.target_name
         config.device, config.dtype = str(pair.device), pair.dtype
         self.trace = Trace(config=config, prompt_ids=prompt_ids)
@@ -126,7 +121,6 @@ class Decoding:
             pass
         return self.trace
 
-    # --- the loop ------------------------------------------------------------------
     def _rounds(self) -> Iterator[Round]:
         cfg, pair, trace = self.trace.config, self.pair, self.trace
         speculative = cfg.mode == "speculative"
@@ -134,59 +128,33 @@ class Decoding:
         gen = torch.Generator().manual_seed(cfg.seed)
         clock = Clock()
         target = KVModel(pair.target, pair.device)
-        drafter = None
-        if speculative:
-            if cfg.drafter == "ngram":
-                drafter = NgramDrafter(pair.target.config.vocab_size, clock)
-            else:
-                drafter = ModelDrafter(KVModel(pair.draft, pair.device), sampling, gen, clock)
+        drafter = make_drafter(pair, cfg, sampling, gen, clock) if speculative else None
         policy = POLICIES[cfg.policy](cfg.gamma)
+        text = RunText(pair.tokenizer, trace.prompt_ids)
         ids = list(trace.prompt_ids)
-
-        new: list[int] = []
         last: Round | None = None
         while True:
-            left = min(cfg.max_new_tokens - len(new), pair.context_length - len(ids))
+            left = min(cfg.max_new_tokens - len(trace.output_ids), pair.context_length - len(ids))
             gamma = min(policy.next(last), left - 1) if drafter else 0
-            rnd = Round(index=len(trace.rounds), gamma=gamma)
             prop = drafter.propose(ids, gamma, self.eos) if gamma > 0 else Proposal()
-            rnd.events.extend(prop.events)
-
-            # Verify: one target pass over the pending token and the proposal.
-            target.rollback(min(target.common_prefix(ids), len(ids) - 1))
-            kind = "verify_forward" if speculative else "target_forward"
-            if not target.tokens:
-                kind = "prefill"  # the first pass also reads the prompt
-            feed = ids[len(target.tokens):] + prop.tokens
-            logits, t0, t1 = target.timed_forward(feed, len(prop.tokens) + 1, clock)
-            rnd.events.append(Event("target", kind, t0, t1, list(feed)))
-
+            logits, verify_event = verify(target, ids, prop, clock,
+                                          "verify_forward" if speculative else "target_forward")
             s0 = clock.now()
-            p = warp(logits, sampling)
-            if sampling.greedy:
-                k, tok = greedy_accept(logits, prop.tokens)
-            else:
-                k, tok = sampling_accept(p, prop.q_rows, prop.tokens, gen)
-            emitted, stop = self._cut(new, prop.tokens[:k] + [tok], left)
-            self._fill(rnd, prop, p, k, tok, emitted, ids)
-            rnd.events.append(Event("target", "sample", s0, clock.now(), [tok]))
+            verdict = accept(logits, prop, sampling, gen)
+            sample_event = Event("target", "sample", s0, clock.now(), [verdict.token])
+            with clock.off():  # display work: the text of each token, the record, stop strings
+                emitted, stop = self._cut(prop.tokens[: verdict.accepted] + [verdict.token], left, text)
+                rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text)
+                rnd.emitted_text = text.commit(emitted)
             ids += emitted
-            new += emitted
-
-            # Roll both caches back to a prefix of the new sequence.
-            r0 = clock.now()
-            if target.rollback(len(ids) - 1):
-                rnd.events.append(Event("target", "rollback", r0, clock.now(), prop.tokens[k:]))
-            if drafter:
-                rnd.events.extend(drafter.sync(ids))
-
+            rollback = self._rollback(target, drafter, ids, clock, rnd.rejected)
+            rnd.events = [*prop.events, verify_event, sample_event, *rollback]
+            clock.check()
             trace.rounds.append(rnd)
-            trace.output_ids = list(new)
-            text = pair.tokenizer.decode(new, skip_special_tokens=True)
-            before = trace.output_text
-            rnd.emitted_text = text[len(before):] if text.startswith(before) else text
-            trace.output_text = text
+            trace.output_ids += emitted
+            trace.output_text = text.text
             trace.wall_ms = clock.now()
+            trace.contention = sorted(clock.contended)
             last = rnd
             if stop:
                 trace.stop_reason = stop
@@ -198,54 +166,34 @@ class Decoding:
             yield rnd
             clock.resume()
 
-    def _cut(self, new: list[int], emitted: list[int], left: int) -> tuple[list[int], str | None]:
+    @staticmethod
+    def _rollback(target: KVModel, drafter, ids: list[int], clock: Clock, rejected: list[int]) -> list[Event]:
+        """Roll both caches back to a prefix of the new sequence (crop, no recomputation)."""
+        events = []
+        r0 = clock.now()
+        if target.rollback(len(ids) - 1):
+            events.append(Event("target", "rollback", r0, clock.now(), list(rejected)))
+        if drafter:
+            events.extend(drafter.sync(ids))
+        return events
+
+    def _cut(self, emitted: list[int], left: int, text: RunText) -> tuple[list[int], str | None]:
         """Apply the stopping rules to a round's tokens: EOS (kept, nothing after it),
-        the token budget, the context, stop strings. Returns (tokens, stop reason)."""
+        stop strings, the token budget, the context. Returns (tokens, stop reason)."""
         cfg = self.trace.config
         stop = None
         for i, t in enumerate(emitted):
             if t in self.eos:
                 emitted, stop = emitted[: i + 1], "eos"
                 break
-        if cfg.stop:
-            emitted, hit = self._cut_at_stop(new, emitted)
-            stop = "stop_string" if hit else stop
+        if (m := text.stop_cut(emitted, cfg.stop)) is not None:
+            emitted, stop = emitted[:m], "stop_string"
         if len(emitted) >= left:
             emitted = emitted[:left]
             if stop is None:
-                full = len(new) + len(emitted) >= cfg.max_new_tokens
+                full = len(self.trace.output_ids) + len(emitted) >= cfg.max_new_tokens
                 stop = "max_new_tokens" if full else "context"
         return emitted, stop
-
-    def _fill(self, rnd: Round, prop: Proposal, p: torch.Tensor, k: int, tok: int, emitted: list[int], ids: list[int]) -> None:
-        tokenizer = self.pair.tokenizer
-        n = len(prop.tokens)
-        rnd.proposed = list(prop.tokens)
-        rnd.proposed_text = pieces(tokenizer, ids, prop.tokens)
-        if n:
-            rows = torch.arange(n)
-            cols = torch.tensor(prop.tokens)
-            rnd.draft_probs = prop.q_rows[rows, cols].tolist()
-            rnd.target_probs = p[rows, cols].tolist()
-        rnd.accepted = k
-        rnd.rejected = list(prop.tokens[k:])
-        rnd.correction = tok
-        rnd.correction_text = pieces(tokenizer, ids + prop.tokens[:k], [tok])[0]
-        rnd.bonus = n > 0 and k == n
-        rnd.emitted = list(emitted)
-        top2 = p[: k + 1].topk(min(2, p.shape[-1]), dim=-1).values
-        rnd.margin = (top2[:, 0] - top2[:, -1]).tolist()
-
-    def _cut_at_stop(self, new: list[int], emitted: list[int]) -> tuple[list[int], bool]:
-        """Cut ``emitted`` just after the first token that completes a stop string."""
-        decode = self.pair.tokenizer.decode
-        stops = self.trace.config.stop
-        if not any(s in decode(new + emitted, skip_special_tokens=True) for s in stops):
-            return emitted, False
-        for m in range(1, len(emitted) + 1):
-            if any(s in decode(new + emitted[:m], skip_special_tokens=True) for s in stops):
-                return emitted[:m], True
-        return emitted, True
 
 
 def autoregressive(pair: ModelPair, config: RunConfig) -> Decoding:

@@ -7,10 +7,14 @@ rest (``DynamicCache.crop`` takes a negative count), and feed what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import torch
 from transformers import DynamicCache
+
+from specviz import contention
 
 
 def synchronize(device: torch.device) -> None:
@@ -22,11 +26,15 @@ def synchronize(device: torch.device) -> None:
 
 
 class KVModel:
-    """One model, one cache. Many KVModels may share the same weights."""
+    """One model, one cache. Many KVModels may share the same weights.
 
-    def __init__(self, model: torch.nn.Module, device: torch.device):
+    ``head``, when given, replaces the model's LM head (a ``CutHead``: logits over a
+    subset of the vocabulary); the transformer body runs unchanged."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device, head=None):
         self.model = model
         self.device = device
+        self.head = head
         self.cache = DynamicCache(config=model.config)
         self.tokens: list[int] = []
 
@@ -54,16 +62,22 @@ class KVModel:
         return max(drop, 0)
 
     def forward(self, new: list[int], keep: int) -> torch.Tensor:
-        """Append ``new`` to the cache; return float32 logits [keep, V] of the last positions.
+        """Append ``new`` to the cache; return float32 logits [keep, V] of the last positions
+        (V = the head's size: the whole vocabulary, or the kept ids of a cut head).
 
         keep >= 1: transformers reads logits_to_keep=0 as "all positions"."""
         if keep < 1:
             raise ValueError("keep must be >= 1")
         ids = torch.tensor([new], dtype=torch.long, device=self.device)
         with torch.inference_mode():
-            out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+            if self.head is None:
+                out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+                logits = out.logits[0, -keep:]
+            else:
+                hidden = self.model.base_model(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state
+                logits = self.head.logits(hidden[0, -keep:])
         self.tokens.extend(new)
-        return out.logits[0, -keep:].float()
+        return logits.float()
 
     def timed_forward(self, new: list[int], keep: int, clock: "Clock") -> tuple[torch.Tensor, float, float]:
         """forward(), synchronised, with its start and end on ``clock`` (ms)."""
@@ -77,20 +91,45 @@ class Clock:
     """Milliseconds of engine time since the run started (perf_counter_ns).
 
     The clock stops while the caller holds a yielded round (drawing it, animating
-    it, waiting for a Step click), so timings are the engine's own."""
+    it, waiting for a Step click) and while the engine does display work (``off``),
+    so timings are the engine's own. It also notes any heavy work in other threads
+    (a model load) that overlapped a stretch of timed work: ``contended``."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter_ns()
         self.paused_at: int | None = None
+        self.running_since_ns = self.t0
+        self.contended: set[str] = set()
 
     def now(self) -> float:
         end = self.paused_at if self.paused_at is not None else time.perf_counter_ns()
         return (end - self.t0) / 1e6
 
+    def check(self) -> None:
+        """Note heavy work that overlapped the timed stretch so far."""
+        if self.paused_at is None:
+            self.contended.update(contention.overlapping(self.running_since_ns, time.perf_counter_ns()))
+
     def pause(self) -> None:
-        self.paused_at = time.perf_counter_ns()
+        if self.paused_at is None:
+            self.check()
+            self.paused_at = time.perf_counter_ns()
 
     def resume(self) -> None:
         if self.paused_at is not None:
-            self.t0 += time.perf_counter_ns() - self.paused_at
+            now = time.perf_counter_ns()
+            self.t0 += now - self.paused_at
             self.paused_at = None
+            self.running_since_ns = now
+
+    @contextlib.contextmanager
+    def off(self) -> Iterator[None]:
+        """Stop the clock for the work inside (text, display bookkeeping)."""
+        if self.paused_at is not None:
+            yield
+            return
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()

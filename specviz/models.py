@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from specviz import contention
+from specviz.draft_head import CutHead, kept_ids, shipped_ranks, vocab_fingerprint
 from specviz.errors import BadInput, ModelError
 from specviz.parts import DRAFT, TARGET, Progress, assemble
 
@@ -109,6 +111,8 @@ class ModelPair:
     target_name: str
     load_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
+    builtin_ranks: list[int] | None = field(default=None, repr=False)  # a ranking made in code (tiny pair)
+    _heads: dict[int, CutHead] = field(default_factory=dict, repr=False)
 
     @property
     def context_length(self) -> int:
@@ -132,6 +136,33 @@ class ModelPair:
         vocab = tok.get_vocab()
         ids.update(vocab[t] for t in END_TOKENS if t in vocab)
         return sorted(ids)
+
+    @property
+    def draft_vocab_size(self) -> int:
+        """Rows of the draft's LM head."""
+        return self.draft.get_output_embeddings().weight.shape[0]
+
+    @functools.cached_property
+    def _ranks(self) -> list[int] | None:
+        return self.builtin_ranks or shipped_ranks(vocab_fingerprint(self.tokenizer))
+
+    def token_ranks(self) -> list[int]:
+        """Every token id, most frequent first (for a cut draft head); BadInput when no
+        shipped ranking was made for this tokenizer."""
+        if self._ranks is None:
+            raise BadInput(
+                "no token frequency ranking ships for this pair's tokenizer, so its draft head cannot be "
+                "cut: use draft vocabulary 0, or build a ranking with tools/build_token_ranks.py "
+                "(docs/token-ranks.md)", "draft_vocab",
+            )
+        return self._ranks
+
+    def cut_head(self, n: int) -> CutHead:
+        """The draft's LM head cut to the ``n`` most frequent ids (plus EOS), built once."""
+        if n not in self._heads:
+            ids = kept_ids(self.token_ranks(), n, self.eos_ids, self.draft_vocab_size)
+            self._heads[n] = CutHead(self.draft, ids)
+        return self._heads[n]
 
     def memory_bytes(self) -> int:
         """Bytes held by the weights of both models."""
@@ -158,8 +189,14 @@ def load_pair(
     dtype: str = "auto",
     progress: Progress | None = None,
 ) -> ModelPair:
-    """Load a pair by name (``default``/``tiny``) or from two sources."""
-    progress = progress or _quiet
+    """Load a pair by name (``default``/``tiny``) or from two sources. Marked as heavy
+    work while it runs, so a run timed meanwhile in another thread knows (contention)."""
+    label = f"loading the {pair or 'custom'} pair ({dtype})"
+    with contention.heavy(label):
+        return _load_pair(pair, draft, target, device, dtype, progress or _quiet)
+
+
+def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelPair:
     start = time.perf_counter()
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
@@ -173,11 +210,13 @@ def load_pair(
         raise BadInput("give both --draft and --target (or a pair name)")
 
     if pair == "tiny":
-        from specviz.tiny import tiny_models, tiny_tokenizer
+        from specviz.tiny import tiny_models, tiny_token_ranks, tiny_tokenizer
 
         d, t = tiny_models()
+        tok = tiny_tokenizer()
         result = ModelPair(
-            d.to(dev, DTYPES[dt]), t.to(dev, DTYPES[dt]), tiny_tokenizer(), dev, dt, "tiny-draft", "tiny-target"
+            d.to(dev, DTYPES[dt]), t.to(dev, DTYPES[dt]), tok, dev, dt, "tiny-draft", "tiny-target",
+            builtin_ranks=tiny_token_ranks(tok),
         )
     else:
         draft_src = "default-draft" if pair == "default" else draft

@@ -36,6 +36,18 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
+# English letters by frequency, then the rest: a built-in ranking for the tiny pair's
+# characters, so a cut draft head (FR-Spec) can be tested without shipped data.
+FREQUENT = " etaoinshrdlcumwfgypbvkjxqz\nETAOINSHRDLCUMWFGYPBVKJXQZ.,0123456789"
+
+
+def tiny_token_ranks(tokenizer) -> list[int]:
+    """Every id of the tiny tokenizer, most frequent first: specials, then FREQUENT, then the rest."""
+    vocab = tokenizer.get_vocab()
+    first = [vocab[t] for t in SPECIALS] + [vocab[c] for c in FREQUENT if c in vocab]
+    return first + sorted(set(vocab.values()) - set(first))
+
+
 def tiny_config(vocab_size: int) -> Qwen2Config:
     return Qwen2Config(
         vocab_size=vocab_size,

@@ -119,6 +119,7 @@ class RunConfig:
     stop: list[str] = field(default_factory=list)
     drafter: str = "model"
     policy: str = "constant"
+    draft_vocab: int = 0  # > 0: the draft's head cut to this many most frequent ids (FR-Spec)
 
 
 @dataclass
@@ -132,6 +133,7 @@ class Trace:
     output_text: str = ""
     wall_ms: float = 0.0
     stop_reason: str = ""
+    contention: list[str] = field(default_factory=list)  # heavy work in other threads during timed work
     summary: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

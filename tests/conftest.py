@@ -16,6 +16,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+import specviz.drafters  # noqa: E402
 import specviz.engine  # noqa: E402
 from specviz import RunConfig, autoregressive, load_pair, speculative  # noqa: E402
 from specviz.kv import KVModel  # noqa: E402
@@ -106,6 +107,7 @@ def recording_kv():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(specviz.engine, "KVModel", Recorded)
+        mp.setattr(specviz.drafters, "KVModel", Recorded)
         yield rec
 
 

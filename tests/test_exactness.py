@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import specviz.engine
+import specviz.drafters
 from conftest import make_config, recording_kv, run_ar, run_sd
 from specviz import autoregressive, speculative
 from specviz.drafters import ModelDrafter
@@ -255,7 +255,7 @@ def test_eos_inside_a_block_when_the_drafter_runs_past_it(tiny_pair, kv_recorder
     index, j, eos = first_fresh_mid_block_token(base)
     original = base.rounds[index]
 
-    monkeypatch.setattr(specviz.engine, "ModelDrafter", Unstoppable)
+    monkeypatch.setitem(specviz.drafters.DRAFTERS, "model", Unstoppable)
     sd = drive(tiny_pair, with_extra_eos(tiny_pair, speculative, make_config(**kw), eos), kv_recorder)
 
     assert sd.stop_reason == "eos"

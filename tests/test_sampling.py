@@ -24,7 +24,7 @@ from scipy import stats
 from conftest import make_config, run_ar
 from specviz import autoregressive, speculative
 from specviz.acceptance import TOPP_CANDIDATES, Sampling, _top_p_mask, sampling_accept, warp
-from specviz.engine import encode_prompt
+from specviz.validate import encode_prompt
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

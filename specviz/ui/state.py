@@ -22,7 +22,7 @@ from specviz import (
     speculative,
 )
 from specviz.compare import Comparison
-from specviz.engine import encode_prompt
+from specviz.validate import encode_prompt
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
 from specviz.ui.pair import pair_key
 

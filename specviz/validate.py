@@ -1,0 +1,93 @@
+"""One place that says which runs are allowed, for the library, the CLI and the app.
+
+``check_settings(config)`` needs no model: the CLI calls it before a minute of model
+loading. ``check(pair, config)`` adds what needs the pair (the prompt's length in its
+tokenizer, the context, the draft head) and returns the prompt's token ids. Both are
+pure: they build no run and touch no model weights. Every refusal is a ``BadInput``
+naming the field at fault, so a UI can show it next to the right widget.
+"""
+
+from __future__ import annotations
+
+from specviz.acceptance import check_sampling
+from specviz.drafters import DRAFTERS, MAX_GAMMA, POLICIES
+from specviz.errors import BadInput
+from specviz.trace import RunConfig
+
+MAX_NEW_TOKENS = 4096
+MODES = ("speculative", "autoregressive")
+
+
+def _whole(value, low: int, high: int | None = None) -> bool:
+    """An int (not a bool) in [low, high]."""
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and value >= low
+        and (high is None or value <= high)
+    )
+
+
+def check_settings(config: RunConfig) -> None:
+    """Raise BadInput for the first setting outside what the engine accepts."""
+    if config.mode not in MODES:
+        raise BadInput(f"mode must be one of {', '.join(MODES)}; got {config.mode!r}", "mode")
+    if not isinstance(config.prompt, str) or not config.prompt.strip():
+        raise BadInput("the prompt is empty: type something for the models to continue", "prompt")
+    if not _whole(config.gamma, 1, MAX_GAMMA):
+        raise BadInput(
+            f"gamma (draft length) must be a whole number from 1 to {MAX_GAMMA}; got {config.gamma!r}", "gamma"
+        )
+    if not _whole(config.max_new_tokens, 1, MAX_NEW_TOKENS):
+        raise BadInput(
+            f"max new tokens must be from 1 to {MAX_NEW_TOKENS}; got {config.max_new_tokens!r}", "max_new_tokens"
+        )
+    check_sampling(config.temperature, config.top_k, config.top_p)
+    if not _whole(config.seed, 0):
+        raise BadInput(f"seed must be a whole number >= 0; got {config.seed!r}", "seed")
+    if not isinstance(config.stop, (list, tuple)) or any(not isinstance(s, str) or not s for s in config.stop):
+        raise BadInput("stop strings must be non-empty text", "stop")
+    if config.drafter not in DRAFTERS:
+        raise BadInput(f"drafter must be one of {', '.join(DRAFTERS)}; got {config.drafter!r}", "drafter")
+    if config.policy not in POLICIES:
+        raise BadInput(
+            f"draft-length policy must be one of {', '.join(POLICIES)}; got {config.policy!r}", "policy"
+        )
+    if not _whole(config.draft_vocab, 0):
+        raise BadInput(
+            f"draft vocabulary must be a whole number >= 0 (0 = the full head); got {config.draft_vocab!r}",
+            "draft_vocab",
+        )
+    if config.draft_vocab and config.drafter != "model":
+        raise BadInput("a cut draft vocabulary needs the model drafter (an n-gram lookup has no head)",
+                       "draft_vocab")
+
+
+def encode_prompt(tokenizer, prompt: str, chat: bool) -> list[int]:
+    """Token ids of the prompt, through the chat template where the model has one."""
+    if chat and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+        )
+        return tokenizer.encode(text, add_special_tokens=False)
+    return tokenizer.encode(prompt)
+
+
+def check(pair, config: RunConfig) -> list[int]:
+    """Everything ``check_settings`` checks, plus what needs the pair; returns the
+    prompt's token ids. ``pair`` is a ModelPair (its tokenizer, context and vocabulary)."""
+    check_settings(config)
+    prompt_ids = encode_prompt(pair.tokenizer, config.prompt, config.chat)
+    if len(prompt_ids) >= pair.context_length:
+        raise BadInput(
+            f"the prompt is {len(prompt_ids)} tokens, longer than the models' context of "
+            f"{pair.context_length} tokens: shorten it",
+            "prompt",
+        )
+    if config.draft_vocab and config.mode == "speculative":
+        vocab = pair.draft_vocab_size
+        if config.draft_vocab >= vocab:
+            raise BadInput(
+                f"draft vocabulary {config.draft_vocab} is not smaller than the draft's {vocab} tokens: "
+                "use 0 for the full head", "draft_vocab",
+            )
+        pair.token_ranks()  # raises BadInput when no frequency ranking fits this tokenizer
+    return prompt_ids
