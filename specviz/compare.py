@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from specviz.trace import Trace
 
-NEAR_TIE = 0.02  # top-1 minus top-2 probability below which a flip is a rounding tie
+NEAR_TIE = 0.02  # top-1 minus top-2 probability below which two candidates are a near-tie
 
 
 @dataclass
@@ -76,17 +76,22 @@ def compare(ar: Trace, sd: Trace, tokenizer=None) -> Comparison:
     a_tok, s_tok = ar.output_ids[pos], sd.output_ids[pos]
     names = ""
     if tokenizer is not None:
-        names = f" ({tokenizer.decode([a_tok])!r} vs {tokenizer.decode([s_tok])!r})"
-    where = f"Outputs first differ at token {pos}{names}."
-    margin = f"the target's top two candidates there were {m:.4f} apart in probability" if m is not None else ""
+        names = f" ({tokenizer.decode([a_tok])!r} from the target alone, {tokenizer.decode([s_tok])!r} speculative)"
+    where = f"The outputs differ from token {pos}{names}."
+    tie = m is not None and m < NEAR_TIE
+    margin = (f"The target's top two candidates there were {m:.4f} apart in probability"
+              if m is not None else "No margin was recorded there")
     if cfg.dtype in ("bfloat16", "float16"):
-        why = (
-            f"In {cfg.dtype} a verify pass over several tokens rounds differently from one-token passes; "
-            f"{margin or 'at a near-tie'} so the argmax flipped. This is rounding, not a bug: run in float32 "
-            "for token-exact output."
-        )
-    elif m is not None and m < NEAR_TIE:
-        why = f"Even in float32 this can happen at an extreme near-tie: {margin}."
+        if tie:
+            why = (f"{margin}: a near-tie (below {NEAR_TIE}). In {cfg.dtype} a verify pass over several tokens "
+                   "rounds differently from one-token passes, enough to flip a near-tie. Run in float32 for "
+                   "token-exact output.")
+        else:
+            why = (f"{margin}, more than a near-tie (below {NEAR_TIE}). In {cfg.dtype} the verify pass and the "
+                   "one-token passes compute different logits, and here the difference changed the target's "
+                   "choice. Run in float32 for token-exact output.")
+    elif tie:
+        why = f"Even in float32 this can happen at an extreme near-tie: {margin[0].lower()}{margin[1:]}."
     else:
-        why = f"This is not expected in float32 ({margin or 'no near-tie recorded'}): please report it."
+        why = f"{margin}. This is not expected in float32: please report it."
     return Comparison(False, speedup, pos, f"{where} {why}")

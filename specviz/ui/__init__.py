@@ -16,10 +16,13 @@ from specviz.ui.controller import handle_command, play, render_state, step
 from specviz.ui.history import history_section
 from specviz.ui.pair import require_pair, sidebar_pair
 from specviz.ui.replay import load_trace_file, render_replay, replay_play
+from specviz.drafters import MAX_GAMMA
 from specviz.ui.state import (
     LiveState,
     check_inputs,
     context_note,
+    draft_head_choices,
+    draft_head_label,
     init_controls,
     live_state,
     pick_example,
@@ -30,12 +33,15 @@ from specviz.ui.view import RunView
 
 __all__ = [
     "EXAMPLES",
+    "MAX_GAMMA",
     "SHORTCUTS",
     "SPEEDS",
     "LiveState",
     "RunView",
     "check_inputs",
     "context_note",
+    "draft_head_choices",
+    "draft_head_label",
     "handle_command",
     "history_section",
     "init_controls",

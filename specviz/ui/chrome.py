@@ -33,6 +33,8 @@ DEFAULTS = {
     "max_new_tokens": 64,
     "seed": 0,
     "race": True,
+    "reuse_baseline": False,
+    "draft_vocab": 0,
     "speed": "Normal",
 }
 

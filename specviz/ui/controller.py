@@ -1,11 +1,11 @@
 """The live run's controller: Run, Step, Autoplay and Stop drive a small state machine.
 
 ``handle_command`` applies the button pressed to the ``LiveState``; ``play`` and
-``step`` then advance it a round at a time (``advance``), race the target alone on the
-same prompt (``run_race``, reusing a baseline measured with the same settings) and
-wrap up with the comparison and a history row (``finish``). ``render_state`` draws the
-whole view from the state as it stands. Engine failures become a message on the page,
-never a traceback.
+``step`` then advance its ``Race`` a round at a time (``advance``): the speculative
+run, then the target alone on the same prompt (re-measured unless the user allows a
+recent, still-valid baseline to be reused: ``specviz.race``), then the wrap-up with a
+history row (``finish``). ``render_state`` draws the whole view from the state as it
+stands. Engine failures become a message on the page, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,19 +16,11 @@ import time
 
 import streamlit as st
 
-from specviz import (
-    BadInput,
-    ModelPair,
-    RunConfig,
-    SpecvizError,
-    autoregressive,
-    speculative,
-)
+from specviz import BadInput, ModelPair, RunConfig, SpecvizError
 from specviz import figures as F
-from specviz.compare import compare
+from specviz.race import Race
 from specviz.ui.chrome import SHORTCUTS
-from specviz.ui.pair import pair_key
-from specviz.ui.state import LiveState, _sentence, field_of, kind_of, signature
+from specviz.ui.state import LiveState, _sentence, example_of, field_of, signature
 from specviz.ui.view import RunView, animate_round
 
 # One round at a time in this process: viewers in several browser tabs share the models,
@@ -40,21 +32,20 @@ RENDER_EVERY_S = 0.4  # Run at full speed redraws the text at most this often...
 CHARTS_EVERY_S = 1.2  # ...and the charts this often: the browser shares the CPU with the models
 
 
-def _baseline_key(cfg: RunConfig) -> tuple:
-    return (pair_key(), cfg.prompt, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p, cfg.seed)
-
-
 def start_run(pair: ModelPair, state: LiveState, cfg: RunConfig) -> None:
     """Replace the live run with a fresh one (raises BadInput on a setting the engine refuses)."""
-    dec = speculative(pair, dataclasses.replace(cfg))
-    fresh = LiveState(dec=dec, sig=signature(cfg), kind=kind_of(cfg.prompt),
-                      race=bool(st.session_state.get("race", True)))
+    ss = st.session_state
+    history = ss.get("history", [])
+    race = Race(pair, dataclasses.replace(cfg), against_target=bool(ss.get("race", True)),
+                baselines=ss["baselines"], reuse=bool(ss.get("reuse_baseline", False)),
+                run=(history[-1]["run"] + 1) if history else 1)
+    fresh = LiveState(race=race, sig=signature(cfg), example=example_of(cfg.prompt))
     for f in dataclasses.fields(LiveState):
         setattr(state, f.name, getattr(fresh, f.name))
 
 
 def can_continue(state: LiveState, cfg: RunConfig) -> bool:
-    return state.dec is not None and not state.finished and state.sig == signature(cfg) and state.error is None
+    return state.race is not None and not state.finished and state.sig == signature(cfg) and state.error is None
 
 
 def _prev_row(state: LiveState) -> dict | None:
@@ -65,10 +56,18 @@ def _prev_row(state: LiveState) -> dict | None:
     return rows[-1] if rows else None
 
 
-def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
-    """Draw the whole view from the state, as it stands."""
+def contention_note(state: LiveState) -> str | None:
+    """A warning when a run was timed while a model was loading in another thread."""
+    jobs = sorted({j for t in (state.trace, state.ar) if t is not None for j in t.contention})
+    if not jobs:
+        return None
+    return (f"Timed under contention: {'; '.join(jobs)} ran at the same time, so these timings are "
+            "slower than the pair's own. Run again once loading has finished.")
+
+
+def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     tr = state.trace
-    changed = state.dec is not None and state.sig != signature(cfg)
+    changed = state.race is not None and state.sig != signature(cfg)
     note = "Settings changed: the next Run or Step starts a new run." if changed else None
     if state.error:
         view.error(f"{state.error} Run or Step starts a new run.")
@@ -87,17 +86,26 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     elif tr.rounds:
         view.status(F.round_caption(tr.rounds[-1]) + f". Next: Step ({SHORTCUTS['step']}).", "paused",
                     "sv-done", note)
+    elif state.playing:
+        view.status("Starting: the draft and the target read the prompt…", "starting", "sv-live")
     else:
         view.status(f"Ready: prompt read. Step ({SHORTCUTS['step']}) drafts the first round.", "ready",
                     "sv-done", note)
+
+
+def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
+    """Draw the whole view from the state, as it stands."""
+    _status(view, state, cfg)
+    tr = state.trace
     if tr is not None:
-        plain = tr.output_text if state.sd_done else None
-        view.strip(tr.rounds, plain=plain)
+        view.strip(tr.rounds, plain=tr.output_text if state.sd_done else None)
     else:
         view.strip([])
     view.stats(tr, _prev_row(state))
     view.charts(tr)
     view.race(state)
+    if note := contention_note(state):
+        st.warning(note, icon=":material/speed:")
 
 
 def _fail(state: LiveState, exc: Exception) -> None:
@@ -108,88 +116,69 @@ def _fail(state: LiveState, exc: Exception) -> None:
         state.error = f"The engine stopped with {type(exc).__name__}: {exc}"
 
 
-def _next_round(state: LiveState):
+def _next(state: LiveState):
+    """One round of the race: ("speculative" | "autoregressive", Round), or None at its end."""
     try:
         with ENGINE_LOCK:
-            return next(state.dec)
+            return next(state.race)
     except StopIteration:
         return None
 
 
-def run_race(pair: ModelPair, view: RunView, state: LiveState) -> None:
-    """Time the target alone on the same prompt (or reuse a baseline measured with the same settings)."""
-    sd = state.trace
-    key = _baseline_key(sd.config)
-    baselines = st.session_state["baselines"]
-    if key in baselines:
-        state.ar, state.ar_reused_from = baselines[key]
-        return
-    if state.ar_dec is None:
-        cfg = dataclasses.replace(sd.config, mode="autoregressive", stop=list(sd.config.stop))
-        state.ar_dec = autoregressive(pair, cfg)
-    ar = state.ar_dec
-    total = ar.trace.config.max_new_tokens
-    last = 0.0
-    view.race(state, progress=(len(ar.trace.output_ids), total))
-    while not ar.done:
-        try:
-            with ENGINE_LOCK:
-                next(ar)
-        except StopIteration:
-            break
-        if time.monotonic() - last > CHARTS_EVERY_S:
-            view.race(state, progress=(len(ar.trace.output_ids), total))
-            last = time.monotonic()
-    state.ar = ar.trace
-    state.ar_dec = None
-
-
-def finish(pair: ModelPair, state: LiveState) -> None:
-    """Compare with the baseline and add the run to the history (once)."""
+def finish(state: LiveState) -> None:
+    """Add the run to the history (once)."""
     if state.recorded:
         return
-    history = st.session_state["history"]
-    run_no = (history[-1]["run"] + 1) if history else 1
-    speedup = identical = None
-    if state.ar is not None:
-        state.comparison = compare(state.ar, state.trace, pair.tokenizer)
-        speedup, identical = state.comparison.speedup, state.comparison.identical
-        if state.ar_reused_from is None:
-            st.session_state["baselines"][_baseline_key(state.trace.config)] = (state.ar, run_no)
-    history.append(F.history_row(state.trace, run_no, state.kind, state.ar, speedup, identical))
+    race, history = state.race, st.session_state["history"]
+    run_no = race.run_no
+    cmp = race.comparison
+    baseline = None
+    if race.baseline is not None:
+        baseline = f"reused from run {race.baseline.run}" if race.reused else "measured"
+    history.append(F.history_row(state.trace, run_no, state.example, state.ar,
+                                 cmp.speedup if cmp else None, cmp.identical if cmp else None, baseline))
     state.run_no = run_no
     state.recorded = True
 
 
-def advance(pair: ModelPair, view: RunView, state: LiveState, speed: float, animate: bool) -> bool:
-    """One unit of progress: a round, the race, or the wrap-up. False once the run has ended."""
+def advance(view: RunView, state: LiveState, speed: float, animate: bool) -> bool:
+    """One unit of progress: a round of either run, or the wrap-up. False once the run has ended."""
     try:
-        if not state.dec.done:
-            rnd = _next_round(state)
-            if rnd is not None and animate:
-                animate_round(view, state.trace, rnd, speed)
-            return True
-        if state.race and state.ar is None:
-            run_race(pair, view, state)
-            return True
-        finish(pair, state)
-        return False
+        step = _next(state)
+        if step is None:
+            finish(state)
+            return False
+        which, rnd = step
+        if which == "speculative" and animate:
+            animate_round(view, state.trace, rnd, speed)
+        elif which == "autoregressive":
+            ar = state.race.ar.trace
+            _race_progress(view, state, len(ar.output_ids), ar.config.max_new_tokens)
+        return True
     except Exception as exc:  # engine failures are shown, never raised at the user
         _fail(state, exc)
         return False
 
 
-def play(pair: ModelPair, view: RunView, state: LiveState, speed: float) -> None:
+def _race_progress(view: RunView, state: LiveState, done: int, total: int) -> None:
+    """Redraw the race's progress bar at most every CHARTS_EVERY_S."""
+    now = time.monotonic()
+    if now - getattr(view, "race_drawn_at", 0.0) > CHARTS_EVERY_S:
+        view.race(state, progress=(done, total))
+        view.race_drawn_at = now
+
+
+def play(view: RunView, state: LiveState, speed: float) -> None:
     """Keep going while Run or Autoplay is on. A click on any widget interrupts this loop
     (Streamlit reruns); the state survives and the next script run picks it up."""
     last = last_charts = time.monotonic()
     while state.playing:
         animate = state.playing == "autoplay" and speed > 0
-        if not advance(pair, view, state, speed, animate):
+        if not advance(view, state, speed, animate):
             state.playing = None
             break
         now = time.monotonic()
-        if not animate and now - last > RENDER_EVERY_S:
+        if not animate and not state.sd_done and now - last > RENDER_EVERY_S:
             tr = state.trace
             view.status(f"Running at full speed: round {len(tr.rounds)}, {len(tr.output_ids)} tokens",
                         "live", "sv-live")
@@ -202,19 +191,13 @@ def play(pair: ModelPair, view: RunView, state: LiveState, speed: float) -> None
     st.rerun()  # one clean redraw of the whole page: history, buttons, final numbers
 
 
-def step(pair: ModelPair, view: RunView, state: LiveState, speed: float) -> None:
+def step(view: RunView, state: LiveState, speed: float) -> None:
     """Exactly one round (then, after the last one, the race and the wrap-up)."""
     state.stopped = False
-    if not state.dec.done:
-        try:
-            rnd = _next_round(state)
-        except Exception as exc:
-            _fail(state, exc)
-            st.rerun()
-        if rnd is not None:
-            animate_round(view, state.trace, rnd, speed)
-    if state.dec.done:
-        while advance(pair, view, state, speed, animate=False):
+    if not state.sd_done:
+        advance(view, state, speed, animate=True)
+    if state.sd_done and state.error is None:
+        while advance(view, state, speed, animate=False):
             pass
     st.rerun()  # redraw the page in its new state (after the last round: with its history row)
 
@@ -225,8 +208,8 @@ def handle_command(pair: ModelPair, state: LiveState, cfg: RunConfig, errors: di
     if cmd is None:
         return None
     if cmd == "stop":
-        if state.playing or (state.dec is not None and not state.finished):
-            state.stopped = state.dec is not None and not state.sd_done
+        if state.playing or (state.race is not None and not state.finished):
+            state.stopped = state.race is not None and not state.sd_done
         state.playing = None
         return "stop"
     if errors:
