@@ -18,6 +18,14 @@ README's set-up command does); the script imports it like any other package.
 
   python bench/bench.py                    # default pair, dtype auto, gammas 1..8
   python bench/bench.py --pair tiny --gammas 1 2 --repeats 1   # a smoke run
+
+With ``--draft-heads`` it prints the draft-head table instead (FR-Spec, docs/token-ranks.md):
+for each head (0 = the full vocabulary, or the N most frequent ids) the cost ratio c, the
+acceptance rate and our tok/s at every gamma, its best gamma and speedup over the target
+alone, beside HF assisted generation (full draft head) at every gamma. All cells of a
+prompt are interleaved: for each repeat, for each gamma, every head and HF run in turn.
+
+  python bench/bench.py --draft-heads 0 8192 16384 32768 65536 --prompts code
 """
 
 from __future__ import annotations
@@ -29,10 +37,10 @@ import time
 import torch
 
 from specviz.engine import autoregressive, speculative
-from specviz.validate import encode_prompt
 from specviz.models import load_pair
 from specviz.theory import alpha_from_mean_length, expected_speedup
 from specviz.trace import RunConfig
+from specviz.validate import encode_prompt
 
 PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, with a docstring.",
@@ -65,8 +73,8 @@ def hf_generate(pair, ids: list[int], max_new: int, gamma: int | None) -> tuple[
     return time.perf_counter() - t0, out.shape[1] - len(ids)
 
 
-def ours(pair, prompt: str, max_new: int, gamma: int | None):
-    config = RunConfig(prompt=prompt, max_new_tokens=max_new, gamma=gamma or 1)
+def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 0):
+    config = RunConfig(prompt=prompt, max_new_tokens=max_new, gamma=gamma or 1, draft_vocab=draft_vocab)
     t0 = time.perf_counter()
     trace = (speculative if gamma else autoregressive)(pair, config).run()
     return time.perf_counter() - t0, trace
@@ -81,7 +89,11 @@ def main() -> None:
     ap.add_argument("--prompts", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--draft-heads", type=int, nargs="+", metavar="N",
+                    help="print the draft-head table for these heads (0 = full vocabulary)")
     args = ap.parse_args()
+    if args.draft_heads:
+        return draft_heads(args)
 
     pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, "
@@ -137,6 +149,66 @@ def main() -> None:
           f"overhead median {100 * statistics.median(r[1] for r in rows):.1f}% of wall, "
           f"max {100 * max(r[1] for r in rows):.1f}%; measured/theory median "
           f"{statistics.median(r[2] for r in rows):.2f}")
+
+
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def draft_heads(args) -> None:
+    """The draft-head table: c, acceptance and tok/s per gamma for each head, against HF assisted."""
+    pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    n, heads, gammas = args.max_new_tokens, args.draft_heads, args.gammas
+    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {n} new tokens, median of {args.repeats}, interleaved\n")
+    for name in args.prompts:
+        prompt = PROMPTS[name]
+        ids = encode_prompt(pair.tokenizer, prompt, chat=True)
+        ours(pair, prompt, 8, 2), hf_generate(pair, ids, 8, 2)  # warm-up both paths
+        ar_o, ar_h = [], []
+        tps = {h: {g: [] for g in gammas} for h in heads}
+        hf = {g: [] for g in gammas}
+        c = {h: [] for h in heads}
+        acc = {h: [] for h in heads}
+        ar_ids, same = None, {h: True for h in heads}
+        for rep in range(args.repeats):
+            s, tr = ours(pair, prompt, n, None)
+            ar_o.append(len(tr.output_ids) / s)
+            ar_ids = tr.output_ids
+            s, k = hf_generate(pair, ids, n, None)
+            ar_h.append(k / s)
+            for g in gammas:
+                order = list(heads) + ["hf"]
+                for who in (order if rep % 2 == 0 else order[::-1]):
+                    if who == "hf":
+                        s, k = hf_generate(pair, ids, n, g)
+                        hf[g].append(k / s)
+                        continue
+                    s, tr = ours(pair, prompt, n, g, draft_vocab=who)
+                    tps[who][g].append(len(tr.output_ids) / s)
+                    c[who].append(tr.summary["cost_ratio_c"])
+                    acc[who].append(tr.summary["acceptance_rate"])
+                    same[who] &= tr.output_ids == ar_ids
+        base, hf_ar = _med(ar_o), _med(ar_h)
+        hf_med = {g: _med(hf[g]) for g in gammas}
+        hf_best = max(gammas, key=hf_med.get)
+        print(f"{name}: target alone {base:.2f} tok/s (HF generate {hf_ar:.2f}); HF assisted, full draft head, "
+              f"best γ {hf_best}: {hf_med[hf_best]:.2f} tok/s (×{hf_med[hf_best] / base:.2f})")
+        cols = " ".join(f"{'γ=' + str(g):>6}" for g in gammas)
+        header = f"{'draft head':<11} {'c':>5} {'acc':>5} | {cols} | {'best γ':>6} {'speedup':>7} {'vs HF':>6} | same"
+        print(header)
+        print("-" * len(header))
+        hf_cells = " ".join(f"{hf_med[g]:6.2f}" for g in gammas)
+        print(f"{'HF assisted':<11} {'':>5} {'':>5} | {hf_cells} | {hf_best:>6} {hf_med[hf_best] / base:7.2f} "
+              f"{1.0:6.2f} |")
+        for h in heads:
+            med = {g: _med(tps[h][g]) for g in gammas}
+            best = max(gammas, key=med.get)
+            label = "full" if h == 0 else (f"{h // 1024}k" if h % 1024 == 0 else str(h))
+            cells = " ".join(f"{med[g]:6.2f}" for g in gammas)
+            print(f"{label:<11} {_med(c[h]):5.3f} {_med(acc[h]):5.2f} | {cells} | {best:>6} {med[best] / base:7.2f} "
+                  f"{med[best] / hf_med[hf_best]:6.2f} | {'yes' if same[h] else 'NO'}", flush=True)
+        print()
 
 
 if __name__ == "__main__":

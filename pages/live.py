@@ -31,6 +31,18 @@ with st.sidebar:
                           "The timings shown are always the real ones.")
     st.toggle("Race the target alone", key="race", persist_state="session",
               help="After the speculative run, time the target decoding by itself on the same prompt.")
+    st.toggle("Reuse a recent baseline", key="reuse_baseline", persist_state="session",
+              help="Off: the target alone is re-measured after every run, so the speedup compares two runs "
+                   "measured side by side. On: a target-alone run from the last 10 minutes with the same "
+                   "prompt and settings is reused while the machine's draft passes still take the same time.")
+    heads = ui.draft_head_choices(pair)
+    if st.session_state.get("draft_vocab") not in heads:
+        st.session_state["draft_vocab"] = 0
+    st.selectbox("Draft head", heads, key="draft_vocab", persist_state="session",
+                 format_func=ui.draft_head_label,
+                 help="FR-Spec: the draft scores only the N most frequent tokens, a cheaper pass (smaller c). "
+                      "The target decides, so the output stays exactly the target's own.")
+    err_draft_vocab = st.empty()
     with st.expander("Sampling and length", icon=":material/tune:"):
         st.slider("Temperature", 0.0, 2.0, step=0.05, key="temperature", persist_state="session",
                   help="0 is greedy: accept while the draft matches the target's top token. Above 0, "
@@ -45,10 +57,11 @@ with st.sidebar:
 ui.sidebar_pair()
 
 # --- the toolbar: the knob and the buttons the class watches ---------------------------------
-bar = st.columns([2.3, 1, 1, 1.15, 1], vertical_alignment="center")
+bar = st.columns([2.3, 1, 1, 1.15, 1], vertical_alignment="bottom")
 with bar[0]:
-    st.slider("γ, the draft length: tokens the draft proposes per round", 1, 16, key="gamma",
-              format="γ = %d", label_visibility="collapsed", persist_state="session")
+    st.slider("γ · draft length", 1, ui.MAX_GAMMA, key="gamma", format="γ = %d", persist_state="session",
+              help="γ is the number of tokens the draft proposes per round; the target checks them all "
+                   "in one pass.")
 bar[1].button("Run", key="run", type="primary", icon=":material/play_arrow:", width="stretch",
               shortcut=ui.SHORTCUTS["run"], on_click=ui.set_cmd, args=("run",),
               help="A fresh run at full speed; the page updates as rounds complete.")
@@ -64,7 +77,7 @@ bar[4].button("Stop", key="stop", icon=":material/stop:", width="stretch", disab
 err_gamma = st.empty()
 err_general = st.empty()
 
-for slot, name in ((err_prompt, "prompt"), (err_gamma, "gamma"), (err_max, "max_new_tokens"),
+for slot, name in ((err_prompt, "prompt"), (err_draft_vocab, "draft_vocab"), (err_gamma, "gamma"), (err_max, "max_new_tokens"),
                    (err_sampling, "sampling"), (err_general, "general")):
     if name in errors:
         slot.error(errors[name], icon=":material/error:")
@@ -79,6 +92,6 @@ ui.history_section(state)
 
 speed = ui.SPEEDS.get(st.session_state.get("speed"), 1.0)
 if cmd == "step":
-    ui.step(pair, view, state, speed)
+    ui.step(view, state, speed)
 elif state.playing:
-    ui.play(pair, view, state, speed)
+    ui.play(view, state, speed)

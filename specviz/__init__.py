@@ -19,4 +19,4 @@ __all__ = [
     "load_pair",
     "speculative",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

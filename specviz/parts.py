@@ -4,7 +4,7 @@ Each part package holds one file ``<module>/data/partNN.bin``; the parts,
 concatenated in order, form one GGUF file. The parts are found through
 ``importlib.metadata`` (the packages are never imported), each is checked
 against its wheel RECORD hash, and the assembled file against the size and
-sha256 published in DESIGN.md.
+sha256 published in docs/design.md.
 """
 
 from __future__ import annotations

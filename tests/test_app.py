@@ -8,9 +8,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz import ModelError, Trace, ui
+from specviz.drafters import MAX_GAMMA
 from specviz.ui import pair as ui_pair
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
 PAGES = ("pages/live.py", "pages/replay.py", "pages/about.py")
 TIMEOUT = 90
 
@@ -65,13 +67,39 @@ def test_every_page_opens_without_exception(app):
     assert any("How speculative decoding works" in m.value for m in app.markdown)
 
 
+def test_switching_pages_keeps_the_tiny_pair(monkeypatch):
+    """Going from Live to another page must neither change the pair choice nor start
+    loading another pair (it used to start loading the default pair in the background)."""
+    asked = []
+    real = ui_pair.load_pair  # the guarded one: tiny only
+
+    def record(name, **kw):
+        asked.append(name)
+        return real(name, **kw)
+
+    monkeypatch.setattr(ui_pair, "load_pair", record)
+    ui_pair._loader.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.run()
+        for page in ("pages/about.py", "pages/replay.py", "pages/live.py", "pages/replay.py"):
+            at.switch_page(page).run()
+            assert not at.exception, (page, at.exception)
+            assert at.selectbox(key="pair_name").value == "tiny", page
+            assert "pair_dtype" not in [s.key for s in at.selectbox], page  # no default-pair precision choice
+        assert set(asked) <= {"tiny"}, asked
+    finally:
+        ui_pair._loader.clear()
+
+
 def test_live_page_has_its_widgets(app):
     for key in ("run", "step", "autoplay", "stop"):
         assert app.button(key=key).label
     assert app.button(key="run").proto.shortcut and app.button(key="step").proto.shortcut
     assert app.button(key="stop").disabled  # nothing is playing
     assert app.text_area(key="prompt").value.strip()
-    assert app.slider(key="gamma").min == 1 and app.slider(key="gamma").max == 16
+    assert app.slider(key="gamma").min == 1
+    assert app.slider(key="gamma").max == MAX_GAMMA == 32
     for key in ("temperature", "top_p"):
         assert app.slider(key=key)
     for key in ("max_new_tokens", "seed"):
@@ -101,7 +129,7 @@ def test_run_produces_rounds_stats_race_and_history(app):
     assert metric(app, "Speedup").startswith("×")
     assert any("Identical" in s.value for s in app.success)
     history = app.session_state["history"]
-    assert len(history) == 1 and history[0]["gamma"] == 4 and history[0]["prompt kind"] == "Code"
+    assert len(history) == 1 and history[0]["gamma"] == 4 and history[0]["example"] == "Code"
     assert history[0]["speedup"] is not None
     assert app.download_button(key="dl_history") and app.download_button(key="dl_trace")
     assert any("Done" in h.value for h in app.html)
@@ -145,13 +173,16 @@ def test_gamma_slider_sets_the_gamma_in_the_trace(app):
     assert trace.config.gamma == 7
     assert max(r.gamma for r in trace.rounds) == 7
     assert max(len(r.proposed) for r in trace.rounds) == 7
+    first_baseline = live(app).ar
     app.slider(key="gamma").set_value(2)
     app.button(key="run").click().run()
     trace = live(app).trace
     assert trace.config.gamma == 2 and max(r.gamma for r in trace.rounds) == 2
     rows = app.session_state["history"]
     assert [r["gamma"] for r in rows] == [7, 2]
-    assert rows[1]["AR tok/s"] == rows[0]["AR tok/s"]  # the baseline is reused: γ does not change it
+    # The target-alone baseline is timed afresh by default, never silently reused.
+    assert live(app).ar is not None and live(app).ar is not first_baseline
+    assert [c.value for c in app.caption if "reused" in c.value] == []
 
 
 def test_changing_settings_mid_run_starts_a_new_run_on_step(app):
@@ -215,11 +246,106 @@ def test_bad_trace_file_is_a_readable_error():
         ui.load_trace_file('{"schema_version": 99}')
 
 
-def test_recorded_trace_round_trips_through_replay(app, tmp_path):
+def test_recorded_trace_round_trips_through_replay(app, tmp_path, monkeypatch):
+    """A finished live run, saved as a trace file and replayed by the Replay page, shows the
+    same rounds and tokens the Live page showed."""
+    from specviz.ui import chrome
+
     app.button(key="run").click().run()
     trace = live(app).trace
-    again = ui.load_trace_file(trace.to_json().encode())
-    assert isinstance(again, Trace) and again.output_ids == trace.output_ids
+    live_strip, live_code = strip_html(app), [c.value for c in app.code]
+    assert trace.rounds and "sv-round" in live_strip
+    (tmp_path / "mine.json").write_text(trace.to_json(), encoding="utf-8")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)  # the page lists tmp_path's traces
+    app.switch_page("pages/replay.py").run()
+    app.selectbox(key="replay_source").set_value("Recorded: mine").run()
+    assert not app.exception, app.exception
+    n = len(trace.rounds)
+    assert replay_slider(app).value == n and replay_slider(app).max == n
+    assert f"all {n} rounds, {trace.summary['new_tokens']} tokens" in status_html(app)
+    assert metric(app, "Rounds") == str(n)
+    assert strip_html(app) == live_strip  # the same marks, tokens and plain text, from the file
+    assert [c.value for c in app.code] == live_code
+
+
+def replay_slider(at: AppTest):
+    (slider,) = [s for s in at.slider if s.key.startswith("replay_slider_")]
+    return slider
+
+
+def status_html(at: AppTest) -> str:
+    return "".join(h.value for h in at.html if "sv-status" in h.value)
+
+
+@pytest.fixture
+def replay_page() -> AppTest:
+    """The Replay page on its own: no live run in the session, so it offers the recorded traces."""
+    at = AppTest.from_file(str(ROOT / "pages" / "replay.py"), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("path", ui.recorded_traces(), ids=lambda p: p.stem)
+def test_replay_page_shows_each_recorded_trace(replay_page, path):
+    at = replay_page
+    trace = ui.load_trace_file(path.read_bytes())
+    n, tokens = len(trace.rounds), trace.summary["new_tokens"]
+    assert f"Recorded: {path.stem}" in at.selectbox(key="replay_source").options
+    at.selectbox(key="replay_source").set_value(f"Recorded: {path.stem}").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    # It opens at the end of the run: every round, every token, the numbers and the charts.
+    assert replay_slider(at).value == n and replay_slider(at).max == n
+    assert f"Replay: all {n} rounds, {tokens} tokens" in status_html(at)
+    assert strip_html(at).count('class="sv-round"') == n
+    assert metric(at, "Rounds") == str(n)
+    assert metric(at, "Acceptance").endswith("%")
+    assert len(charts(at)) >= 2  # timeline, per-position acceptance
+    assert any(trace.config.prompt[:40] in c.value for c in at.caption)
+    # Start over: round 0, nothing drawn yet; Step: exactly one round.
+    at.button(key="replay_restart").click().run()
+    assert replay_slider(at).value == 0
+    assert f"round 0 of {n}" in status_html(at)
+    assert strip_html(at).count('class="sv-round"') == 0
+    at.button(key="replay_step").click().run()
+    assert replay_slider(at).value == 1 and metric(at, "Rounds") == "1"
+    assert strip_html(at).count('class="sv-round"') == 1
+    # Dragging the slider shows the run up to that round.
+    at.slider(key=replay_slider(at).key).set_value(min(3, n)).run()
+    assert metric(at, "Rounds") == str(min(3, n))
+    assert strip_html(at).count('class="sv-round"') == min(3, n)
+    assert not at.exception, at.exception
+
+
+def test_replay_play_moves_the_slider_round_by_round(replay_page, monkeypatch):
+    """During Play the round slider follows the round on screen (it used to stay at 0)."""
+    from specviz.ui import replay as ui_replay
+
+    at = replay_page
+    path = ui.recorded_traces()[0]
+    n = len(ui.load_trace_file(path.read_bytes()).rounds)
+    at.selectbox(key="replay_source").set_value(f"Recorded: {path.stem}").run()
+    key = replay_slider(at).key
+    seen = []  # (round being animated, the slider's value at that moment)
+
+    def animate(view, trace, rnd, speed):
+        seen.append((rnd.index + 1, st_session()[key]))
+
+    def st_session():
+        import streamlit as st
+
+        return st.session_state
+
+    monkeypatch.setattr(ui_replay, "animate_round", animate)  # no slow motion, just a record
+    at.button(key="replay_restart").click().run()
+    at.button(key="replay_play").click().run()
+    assert not at.exception, at.exception
+    assert seen == [(k, k) for k in range(1, n + 1)]
+    assert replay_slider(at).value == n
+    assert at.session_state["replay_playing"] is False
+    assert f"Replay: all {n} rounds" in status_html(at)
+    assert at.button(key="replay_stop").disabled  # nothing plays any more
 
 
 def test_missing_default_pair_explains_and_offers_the_tiny_pair(monkeypatch):

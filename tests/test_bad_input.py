@@ -166,7 +166,8 @@ def test_damaged_gguf_leaves_no_half_written_cache(tmp_path):
     with pytest.raises(ModelError, match="could not read the GGUF file"):
         load_pair(draft=str(bad), target=str(bad), device="cpu", dtype="float32")
     models = tmp_path / "specviz-cache" / "models"
-    assert not models.exists() or list(models.iterdir()) == [], "a partial conversion was left behind"
+    leftovers = list(models.iterdir()) if models.exists() else []
+    assert leftovers == [], "a partial conversion was left behind"
 
 
 def saved_tiny(folder: Path, which: str = "target", tokenizer=None) -> Path:

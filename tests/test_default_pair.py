@@ -31,7 +31,8 @@ def test_compare_cli_fp32_identical_and_accepting(tmp_path, capsys):
     sd, ar = result["speculative"], result["autoregressive"]
     assert result["identical"] is True, result["explanation"]
     assert sd["output_ids"] == ar["output_ids"]
-    assert len(sd["output_ids"]) == 48 or sd["stop_reason"] == "eos"
+    # the prompt asks for more than 48 tokens of code: the budget, not an EOS, ends the run
+    assert len(sd["output_ids"]) == 48 and sd["stop_reason"] == "max_new_tokens"
     assert sd["config"]["dtype"] == "float32"
     assert sd["summary"]["acceptance_rate"] > 0.5
     assert result["speedup"] > 0

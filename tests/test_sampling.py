@@ -400,7 +400,10 @@ def test_sampling_runs_survive_an_empty_proposal(tiny_pair, case):
         else:
             pytest.fail("no seed left a gamma-0 round")
     trace = dec.run()
-    assert len(trace.output_ids) == trace.config.max_new_tokens or trace.stop_reason == "eos"
+    if trace.stop_reason == "eos":
+        assert trace.output_ids[-1] in tiny_pair.eos_ids and len(trace.output_ids) <= trace.config.max_new_tokens
+    else:
+        assert trace.stop_reason == "max_new_tokens" and len(trace.output_ids) == trace.config.max_new_tokens
     if case != "autoregressive":
         assert any(not r.proposed for r in trace.rounds), "the case did not produce an empty proposal"
 

@@ -11,12 +11,13 @@ import json
 import math
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import make_config, run_ar, run_sd
 from specviz import BadInput, Trace, speculative
-from specviz.trace import EVENT_KINDS, FORWARD_KINDS, LANES, SCHEMA_VERSION
+from specviz.trace import EVENT_KINDS, FORWARD_KINDS, LANES, SCHEMA_VERSION, rounds_text, summarize
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -295,3 +296,22 @@ def test_bad_input_names_its_field(tiny_pair):
         with pytest.raises(BadInput) as info:
             speculative(tiny_pair, make_config(**overrides))
         assert info.value.field == field
+
+
+SHIPPED = sorted((Path(__file__).resolve().parent.parent / "assets" / "traces").glob("*.json"))
+
+
+def test_traces_are_shipped():
+    assert len(SHIPPED) >= 4
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_trace_loads_and_adds_up(path):
+    trace = Trace.load(path)
+    assert trace.schema_version == SCHEMA_VERSION
+    assert trace.rounds and trace.config.draft and trace.config.target
+    assert [t for r in trace.rounds for t in r.emitted] == trace.output_ids
+    assert rounds_text(trace.rounds) == trace.output_text
+    again = summarize(trace)
+    for key in ("new_tokens", "rounds", "acceptance_rate", "mean_acceptance_length", "cost_ratio_c"):
+        assert again[key] == trace.summary[key], key

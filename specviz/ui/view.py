@@ -1,7 +1,8 @@
 """The run view: placeholders laid out once and updated in place, live or in replay.
 
-``RunView`` holds the status line, the token strip, the timeline, the numbers, the
-per-position acceptance chart and the race section, and redraws each on its own.
+``RunView`` holds the status line, the token strip, the output as plain text (whole,
+scrollable, with a copy button), the timeline, the numbers, the per-position acceptance
+chart and the race section, and redraws each on its own.
 ``animate_round`` plays one round already computed (or recorded) in slow motion on a
 view; the engine's clock stops while a round is held, so the animation never touches
 the timings shown: they are the real ones.
@@ -16,7 +17,8 @@ import streamlit as st
 
 from specviz import Trace
 from specviz import figures as F
-from specviz.trace import trace_at, trace_upto
+from specviz import metrics as M
+from specviz.trace import rounds_text, trace_at, trace_upto
 from specviz.ui.state import LiveState
 
 
@@ -37,6 +39,8 @@ class RunView:
         self.status_ph = st.empty()
         st.html(F.legend_html())
         self.strip_ph = st.empty()
+        with st.container(key="sv-output"):  # the key gives CSS and the browser test a handle
+            self.output_ph = st.empty()
         tl, stats = st.columns([3, 1.45], vertical_alignment="top")
         with tl:
             self.timeline_ph = st.empty()
@@ -71,40 +75,34 @@ class RunView:
         self.status_ph.error(text, icon=":material/error:")
 
     def strip(self, rounds, live=None, phase="done", shown=None, plain=None) -> None:
-        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, plain))
+        """The marked tokens, and below them the output so far as plain text (``plain``
+        overrides the text joined from the rounds' pieces)."""
+        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown))
+        self.output(plain if plain is not None else rounds_text(rounds))
+
+    def output(self, text: str) -> None:
+        """The whole output as plain text: wrapped, scrollable past a bounded height, with a copy button."""
+        if not text:
+            self.output_ph.empty()
+            return
+        self.output_ph.code(text, language=None, wrap_lines=True, height=F.output_height(text))
 
     def stats(self, trace: Trace | None, prev: dict | None = None) -> None:
-        """The numbers, two by two beside the timeline; idle shares last, next to the lanes."""
-        s = F.live_summary(trace) if trace is not None and trace.rounds else {}
-        tps = s.get("tokens_per_second")
-        acc = s.get("acceptance_rate")
-        delta_tps = delta_acc = None
-        if prev and trace is not None and trace.summary:
-            delta_tps = f"{tps - prev['tok/s']:+.1f} vs #{prev['run']}"
-            if acc is not None and prev.get("acceptance") is not None:
-                delta_acc = f"{100 * (acc - prev['acceptance']):+.0f} pts"
+        """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline; ``prev``, the
+        previous run's history row, gives the changes once this run has ended."""
+        s = M.live_summary(trace) if trace is not None and trace.rounds else {}
         spec = trace is None or trace.config.mode == "speculative"
-        items = [
-            ("Tokens / s", F.fmt_num(tps, 1), delta_tps,
-             "New tokens ÷ wall time, on the engine's own clock (animation excluded)."),
-            ("Acceptance", F.fmt_pct(acc), delta_acc, "Accepted draft tokens ÷ drafted tokens."),
-            ("Tokens / round", F.fmt_num(s.get("mean_acceptance_length"), 2), None,
-             "Mean acceptance length = 1 + accepted ÷ rounds: tokens won per target pass."),
-            ("Cost ratio c", F.fmt_num(s.get("cost_ratio_c"), 2), None,
-             "Median draft pass ÷ median verify pass. Speculation can only pay off when acceptance beats c."),
-            ("Rounds", f"{s['rounds']}" if s else "–", None, "Target verify passes so far (one per round)."),
-            ("Overhead", F.fmt_ms(s.get("overhead_ms")) if s else "–", None,
-             "Wall time inside no forward pass: sampling, cache rollback, Python."),
-            ("Draft idle", F.fmt_pct(s.get("draft_idle_fraction")) if s and spec else "–", None,
-             "Share of wall time the draft runs no forward pass: it waits while the target verifies."),
-            ("Target idle", F.fmt_pct(s.get("target_idle_fraction")) if s else "–", None,
-             "Share of wall time the target runs no forward pass: it waits while the draft guesses."),
-        ]
+        ended = bool(prev and trace is not None and trace.summary)
         with self.metrics_ph.container():
-            for i in range(0, len(items), 2):
+            for i in range(0, len(M.LIVE_STATS), 2):
                 cols = st.columns(2, gap="small")
-                for col, (label, value, delta, tip) in zip(cols, items[i: i + 2], strict=False):
-                    col.metric(label, value if s else "–", delta=delta, help=tip)
+                for col, key in zip(cols, M.LIVE_STATS[i: i + 2], strict=False):
+                    m = M.metric(key)
+                    value = s.get(key) if spec or not key.startswith("draft_") else None
+                    delta = m.delta(value, prev.get(m.column)) if ended else None
+                    if delta is not None and key == "tokens_per_second":
+                        delta += f" vs #{prev['run']}"
+                    col.metric(m.label, m.text(value), delta=delta, help=m.help)
 
     def timeline(self, trace: Trace) -> None:
         self.timeline_ph.plotly_chart(
@@ -123,52 +121,62 @@ class RunView:
             )
 
     def race(self, state: LiveState | None, progress: tuple[int, int] | None = None) -> None:
+        """The race against the target alone: progress while it runs, then the speedup
+        (one stored value, one formatter: specviz.metrics), the exactness verdict, and
+        where the baseline came from."""
         if self.race_fig_ph is None:
             return
         if state is None or state.trace is None:
             self.race_ph.empty()
             self.race_fig_ph.empty()
             return
-        if not state.race:
+        if not state.with_race:
             self.race_ph.info(
                 "Turn on **Race the target alone** to time the target decoding by itself on the same "
                 "prompt: speedup, same-scale timelines and an exactness check.", icon=":material/sports_score:")
             self.race_fig_ph.empty()
             return
-        sd = state.trace
-        ar = state.ar if state.ar is not None else (state.ar_dec.trace if state.ar_dec is not None else None)
+        sd, ar, cmp, race = state.trace, state.ar, state.comparison, state.race
         with self.race_ph.container():
             st.markdown("##### Race: speculative vs the target alone")
             if progress is not None:
                 done, total = progress
                 st.progress(min(done / max(total, 1), 1.0),
-                            text=f"Timing the target alone: {done} of up to {total} tokens")
-            elif state.ar is None:
+                            text=f"Timing the target alone, right after the speculative run: {done} of up to "
+                                 f"{total} tokens")
+            elif cmp is None:
                 st.caption("The target-alone run starts when the speculative run ends.")
             else:
-                ar_s = F.live_summary(state.ar)
-                cmp = state.comparison
+                speedup = M.metric("speedup")
                 c = st.columns(3)
-                c[0].metric("Speedup", f"×{cmp.speedup:.2f}" if cmp and cmp.speedup else "–",
-                            help="Speculative tok/s ÷ autoregressive tok/s (real engine timings).")
-                c[1].metric("Speculative", f"{F.live_summary(sd)['tokens_per_second']:.1f} tok/s")
-                c[2].metric("Target alone", f"{ar_s['tokens_per_second']:.1f} tok/s")
-                if cmp is not None:
-                    if cmp.identical:
-                        st.success(cmp.explanation, icon=":material/check_circle:")
-                    else:
-                        st.warning(cmp.explanation, icon=":material/compare_arrows:")
+                c[0].metric(speedup.label, speedup.text(cmp.speedup), help=speedup.help)
+                c[1].metric("Speculative", M.metric("tokens_per_second").text(M.live_summary(sd)["tokens_per_second"]))
+                c[2].metric("Target alone", M.metric("tokens_per_second").text(M.live_summary(ar)["tokens_per_second"]))
+                if cmp.identical:
+                    st.success(cmp.explanation, icon=":material/check_circle:")
+                else:
+                    st.warning(cmp.explanation, icon=":material/compare_arrows:")
                 if (line := theory_line(sd)) is not None:
                     st.caption(line)
-                if state.ar_reused_from is not None:
-                    st.caption(f"Baseline measured in run {state.ar_reused_from} with the same pair, prompt and "
-                               "settings, and reused (γ does not change the target-alone run).")
+                st.caption(baseline_line(race))
         if sd.rounds:
             self.race_fig_ph.plotly_chart(
                 F.race_figure(sd, ar), key=self._key("race"), config={"displayModeBar": False},
             )
         else:
             self.race_fig_ph.empty()
+
+
+def baseline_line(race) -> str:
+    """Where the target-alone run of a finished race came from, in one sentence."""
+    b = race.baseline
+    if race.reused:
+        age = max(0.0, time.time() - b.measured_at)
+        return (f"Baseline reused from run {b.run}, measured {age / 60:.0f} min ago with the same pair, prompt "
+                "and settings; the machine's draft passes still take the same time (γ does not change the "
+                "target-alone run).")
+    why = f" (a stored one was not reused: {race.not_reused_because})" if race.not_reused_because and race.reuse else ""
+    return f"Baseline measured just now, right after the speculative run, under the same conditions{why}."
 
 
 def theory_line(trace: Trace) -> str | None:
