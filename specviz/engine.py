@@ -38,6 +38,8 @@ from specviz.text import RunText
 from specviz.trace import Event, Round, RunConfig, Trace
 from specviz.validate import check
 
+TOP_F = 8  # draft candidates recorded per output position (for replays under other schedules)
+
 
 @dataclasses.dataclass
 class Verdict:
@@ -91,6 +93,37 @@ def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitt
     return rnd
 
 
+def real_rows_view(prop: Proposal, verdict: Verdict, emitted: list[int]) -> tuple[list[int], list[list[int]]]:
+    """The draft's view of this round's emitted positions that have a real draft row on the
+    correct prefix: the k accepted ones and the correction's (not a bonus token's)."""
+    m = min(verdict.accepted + 1, len(prop.tokens), len(emitted))
+    if not m:
+        return [], []
+    return draft_view(prop.q_rows[:m], emitted[:m])
+
+
+def draft_view(q_rows: torch.Tensor, tokens: list[int]) -> tuple[list[int], list[list[int]]]:
+    """For draft distributions q_rows [n, V] and the tokens emitted at those positions:
+    each token's rank under its row (0 = the draft's top choice) and the top TOP_F ids."""
+    picked = q_rows.gather(1, torch.tensor(tokens).unsqueeze(1))
+    ranks = (q_rows > picked).sum(-1).tolist()
+    top = q_rows.topk(min(TOP_F, q_rows.shape[-1]), dim=-1).indices.tolist()
+    return ranks, top
+
+
+def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int],
+                        output_ids: list[int]) -> tuple[list[int], list[list[int]]]:
+    """The draft's view of every output position from ONE pass over prompt + output: the
+    positions a run had no draft row for (a bonus token's) are filled from it."""
+    head = pair.cut_head(config.draft_vocab) if config.draft_vocab else None
+    kv = KVModel(pair.draft, pair.device, head)
+    logits = kv.forward(prompt_ids + output_ids[:-1], len(output_ids)).cpu()
+    q = logits.softmax(-1)
+    if head is not None:
+        q = head.spread(q)
+    return draft_view(q, output_ids)
+
+
 class Decoding:
     """A run in progress. Iterate it for Rounds; ``trace`` grows as they come and is
     summarised when the run ends. ``run()`` drives it to the end and returns the trace."""
@@ -133,6 +166,8 @@ class Decoding:
         text = RunText(pair.tokenizer, trace.prompt_ids)
         ids = list(trace.prompt_ids)
         last: Round | None = None
+        views = cfg.mode == "speculative" and cfg.drafter == "model" and sampling.greedy
+        seen: dict[int, tuple[int, list[int]]] = {}  # output position -> (rank, top) from real rows
         while True:
             left = min(cfg.max_new_tokens - len(trace.output_ids), pair.context_length - len(ids))
             gamma = min(policy.next(last), left - 1) if drafter else 0
@@ -146,6 +181,10 @@ class Decoding:
                 emitted, stop = self._cut(prop.tokens[: verdict.accepted] + [verdict.token], left, text)
                 rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text)
                 rnd.emitted_text = text.commit(emitted)
+                if views:
+                    at = len(trace.output_ids)
+                    for i, view in enumerate(zip(*real_rows_view(prop, verdict, emitted))):
+                        seen[at + i] = view
             ids += emitted
             rollback = self._rollback(target, drafter, ids, clock, rnd.rejected)
             rnd.events = [*prop.events, verify_event, sample_event, *rollback]
@@ -158,6 +197,8 @@ class Decoding:
             last = rnd
             if stop:
                 trace.stop_reason = stop
+                if views:
+                    self._fill_views(seen)
                 trace.finish()
                 self.done = True
                 yield rnd
@@ -165,6 +206,21 @@ class Decoding:
             clock.pause()
             yield rnd
             clock.resume()
+
+    def _fill_views(self, seen: dict[int, tuple[int, list[int]]]) -> None:
+        """The draft's view of every output position, after the run (off the clock): real
+        rows where the run has them; one teacher-forced pass for the rest (bonus tokens).
+        Real rows first: in bf16 a multi-token pass can round a near-tie differently."""
+        trace = self.trace
+        n = len(trace.output_ids)
+        if not n:
+            return
+        if len(seen) < n:
+            forced = teacher_forced_view(self.pair, trace.config, trace.prompt_ids, trace.output_ids)
+            for j in range(n):
+                seen.setdefault(j, (forced[0][j], forced[1][j]))
+        trace.draft_ranks = [seen[j][0] for j in range(n)]
+        trace.draft_top = [seen[j][1] for j in range(n)]
 
     @staticmethod
     def _rollback(target: KVModel, drafter, ids: list[int], clock: Clock, rejected: list[int]) -> list[Event]:

@@ -134,6 +134,10 @@ class Trace:
     wall_ms: float = 0.0
     stop_reason: str = ""
     contention: list[str] = field(default_factory=list)  # heavy work in other threads during timed work
+    # greedy model-drafter runs: the draft's view of each output position j given the correct
+    # prefix: the rank of the emitted token (0 = the draft's top choice) and its top candidates
+    draft_ranks: list[int] = field(default_factory=list)
+    draft_top: list[list[int]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
