@@ -4,6 +4,9 @@ Each sample is a fresh Python process that imports specviz and calls load_pair,
 timed inside the process (load_pair's own clock) and from outside (process
 start to pair ready, imports included). Prints a table of medians.
 
+specviz must be installed (``pip install -e .`` from the repository root, as the
+README's set-up command does): the child processes import it from anywhere.
+
   python bench/load_time.py --dtypes float32 bfloat16 --repeats 3
 """
 
@@ -15,9 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -41,8 +42,8 @@ def main() -> None:
         loads, imports, totals = [], [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", CHILD, dtype], cwd=ROOT, capture_output=True,
-                                 text=True, check=True)
+            out = subprocess.run([sys.executable, "-c", CHILD, dtype], capture_output=True, text=True,
+                                 check=True)
             totals.append(time.perf_counter() - t0)
             row = json.loads(out.stdout.strip().splitlines()[-1])
             if row["converted"]:

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# specviz itself, editable: the `specviz` command, and imports that work from any folder.
+python3 -m pip install --quiet --disable-pip-version-check --no-deps -e .
 if ! [ -x /usr/bin/chromium ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
