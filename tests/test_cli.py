@@ -1,8 +1,10 @@
 """The command line on the tiny pair: output, JSON files, exit codes."""
 
 import json
+import re
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -19,12 +21,12 @@ def test_generate_prints_rounds_and_summary_and_writes_trace(tmp_path, capsys):
     assert rc == 0
     printed = capsys.readouterr().out
     assert "round   1  γ=3" in printed
-    assert "tokens / s" in printed and "acceptance rate" in printed
+    assert "Tokens / s" in printed and "Acceptance" in printed and "Cost ratio c" in printed
     trace = Trace.load(out)
     assert trace.config.gamma == 3 and trace.config.mode == "speculative"
     assert len(trace.output_ids) == 24
     assert set(trace.summary) == set(SUMMARY_KEYS)
-    assert printed.count("round ") == len(trace.rounds)
+    assert sum(line.startswith("round ") for line in printed.splitlines()) == len(trace.rounds)
 
 
 def test_compare_writes_both_traces_and_verdict(tmp_path, capsys):
@@ -41,19 +43,64 @@ def test_compare_writes_both_traces_and_verdict(tmp_path, capsys):
     assert data["speedup"] == pytest.approx(
         sd.summary["tokens_per_second"] / ar.summary["tokens_per_second"])
     printed = capsys.readouterr().out
-    assert "speedup" in printed and "identical" in printed
+    assert "Speedup" in printed and "identical" in printed
 
 
 def test_round_marks_do_not_rely_on_colour():
     rnd = Round(index=0, gamma=3, proposed=[1, 2, 3], proposed_text=["a", "b", "c"],
-                accepted=1, rejected=[2, 3], correction=9, correction_text="z")
+                accepted=1, rejected=[2, 3], correction=9, correction_text="z", emitted=[1, 9])
     plain = cli.format_round(rnd, cli.Style(color=False))
-    assert plain.endswith("a ~b~ ~c~ [z]")
+    assert plain.endswith("1/3 ok a ~b~ ~c~ [z]")
     bonus = Round(index=1, gamma=2, proposed=[1, 2], proposed_text=["a", "\n"], accepted=2,
-                  correction=9, correction_text="z", bonus=True)
-    assert cli.format_round(bonus, cli.Style(color=False)).endswith("a ⏎ [+z]")
+                  correction=9, correction_text=" z", bonus=True, emitted=[1, 2, 9])
+    assert cli.format_round(bonus, cli.Style(color=False)).endswith("a ↵ [+·z]")
+    alone = Round(index=2, gamma=0, correction=9, correction_text="z", emitted=[9])
+    assert cli.format_round(alone, cli.Style(color=False)).endswith("0/0 ok [=z]")
     coloured = cli.format_round(rnd, cli.Style(color=True))
-    assert "\x1b[32;4m" in coloured and "\x1b[31;9m" in coloured and "\x1b[34;1m" in coloured
+    assert coloured.count("\x1b[32;4m") == 1 and coloured.count("\x1b[31;9m") == 2
+    assert coloured.count("\x1b[34;1m") == 1
+
+
+def test_a_round_cut_by_a_stop_prints_no_correction():
+    """The target's token is only printed when the round emitted it: a stop string that
+    ended the output inside the accepted tokens leaves no [correction] and marks the rest cut."""
+    rnd = Round(index=0, gamma=3, proposed=[1, 2, 3], proposed_text=["a", "b", "c"], accepted=3,
+                correction=9, correction_text="z", bonus=True, emitted=[1])
+    plain = cli.format_round(rnd, cli.Style(color=False))
+    assert plain.endswith("3/3 ok a {b} {c}")
+    assert "[" not in plain and "z" not in plain
+    rejected = Round(index=0, gamma=3, proposed=[1, 2, 3], proposed_text=["a", "b", "c"], accepted=1,
+                     rejected=[2, 3], correction=9, correction_text="z", emitted=[1])
+    assert cli.format_round(rejected, cli.Style(color=False)).endswith("1/3 ok a ~b~ ~c~")
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_control_characters_never_reach_the_terminal(color):
+    nasty = ["\x1b[2J", "\x07bell", "\x9b31m", "\u202eevil", "\r\x00"]
+    rnd = Round(index=0, gamma=5, proposed=[1, 2, 3, 4, 5], proposed_text=nasty, accepted=2,
+                rejected=[3, 4, 5], correction=9, correction_text="\x1b]0;title\x07", emitted=[1, 2, 9])
+    out = cli.format_round(rnd, cli.Style(color=color))
+    ours = re.sub(r"\x1b\[(?:0|2|32;4|31;9|34;1)m", "", out)  # the style's own SGR codes
+    assert not [ch for ch in ours if unicodedata.category(ch) == "Cc" or ch == "\u202e"], repr(out)
+    assert "\\x1b[2J" in ours and "\\x07bell" in ours and "\\x9b31m" in ours and "\\u202eevil" in ours
+    assert "\\x0d\\x00" in ours and "\\x1b]0;title\\x07" in ours
+    if not color:
+        assert "\x1b" not in out
+
+
+def test_summary_prints_each_metric_through_its_formatter():
+    from specviz import metrics
+
+    summary = {"new_tokens": 24, "rounds": 7, "wall_ms": 1234.5, "tokens_per_second": 19.44,
+               "acceptance_rate": 0.456, "cost_ratio_c": None}
+    lines = cli.format_summary(summary, "speculative").splitlines()
+    assert lines[0] == "speculative" and len(lines) == 1 + len(cli.SUMMARY_ROWS)
+    table = {line[:32].strip(): line[32:].strip() for line in lines[1:]}
+    assert table["Wall time"] == "1.23 s" and table["Tokens / s"] == "19.4" and table["Acceptance"] == "46%"
+    assert table["Cost ratio c"] == "–" and table["New tokens"] == "24"
+    assert set(table) == {metrics.metric(k).label for k in cli.SUMMARY_ROWS}
+    speedup = cli.format_summary({"speedup": 0.98499}, keys=("speedup",))
+    assert speedup.split() == ["Speedup", "×0.98"]
 
 
 @pytest.mark.parametrize("args, message", [

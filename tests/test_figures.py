@@ -1,4 +1,4 @@
-"""specviz.figures: pure functions of a Trace -> plotly figures and token-strip HTML."""
+"""specviz.figures: pure functions of a Trace -> plotly figures, token-strip HTML and history rows."""
 
 from __future__ import annotations
 
@@ -43,6 +43,11 @@ def _count(html: str, cls: str) -> int:
     return len(re.findall(rf'class="sv-tok {cls}[ "]', html))
 
 
+def _labels(html: str) -> list[str]:
+    """The rendered label elements (fix, bonus, target), in order."""
+    return re.findall(r'<span class="sv-lab">([^<]*)</span>', html)
+
+
 # --- text --------------------------------------------------------------------------------
 
 
@@ -60,26 +65,30 @@ def test_round_marks_accepted_rejected_and_fix():
     assert _count(html, "sv-acc") == 2
     assert _count(html, "sv-rej") == 2
     assert _count(html, "sv-fix") == 1
-    assert ">fix<" in html and ">bonus<" not in html
+    assert _labels(html) == ["fix"]
     assert "q=0.500" in html and "p=0.250" in html  # the probabilities ride in the tooltip
 
 
 def test_round_all_accepted_gets_a_bonus_label():
     html = F.round_html(_round(proposed="ab", accepted=2, correction="c"))
     assert _count(html, "sv-acc") == 2 and _count(html, "sv-rej") == 0
-    assert ">bonus<" in html
+    assert _labels(html) == ["bonus"]
 
 
 def test_round_without_draft_is_the_targets_own_token():
     rnd = _round(proposed="", accepted=0, correction="q")
     assert F.target_label(rnd) == "target"
-    assert ">target<" in F.round_html(rnd)
+    html = F.round_html(rnd)
+    assert _labels(html) == ["target"] and _count(html, "sv-fix") == 1
 
 
 def test_tokens_past_the_stop_are_not_shown_as_kept():
     rnd = _round(proposed="abc", accepted=3, correction="d", emitted=[ord("a")])
     html = F.round_html(rnd)
     assert _count(html, "sv-acc") == 1 and _count(html, "sv-cut") == 2 and "sv-fix" not in html
+    assert _labels(html) == []
+    caption = F.round_caption(rnd)
+    assert "3 of 3 accepted" in caption and "output ends here → 1 token" in caption and "bonus" not in caption
 
 
 def test_phases_draw_pending_tokens():
@@ -101,30 +110,53 @@ def test_committed_newlines_break_the_line_tidily():
     assert F.round_html(rejected).count("<br>") == 0  # a thrown-away newline does not break
 
 
-def test_strip_has_plain_text_and_hint():
+def test_strip_escapes_and_shows_a_hint_when_empty():
     empty = F.token_strip_html([])
-    assert "Press Run" in empty and "nothing yet" in empty
+    assert "Press Run" in empty and 'class="sv-hint"' in empty and "sv-tok" not in empty
     rounds = [_round(0, "ab", 1, "<"), _round(1, "cd", 2, "&")]
     html = F.token_strip_html(rounds)
-    plain = re.search(r'<pre class="sv-plain"[^>]*>(.*?)</pre>', html, re.S).group(1)
-    assert plain == "a&lt;cd&amp;"
+    assert html.count('class="sv-round"') == 2 and "<pre" not in html  # the plain text is shown apart
+    assert _labels(html) == ["fix", "bonus"]
+    assert "&lt;" in html and "&amp;" in html and ">&<" not in html
     assert rounds_text(rounds) == "a<cd&"
+    live = F.token_strip_html(rounds[:1], rounds[1], "draft", shown=1)
+    assert live.count('class="sv-round') == 2 and _count(live, "sv-pend") == 1 and "sv-caret" in live
+
+
+def test_strip_escapes_script_tags():
+    rnd = _round(proposed="ab", accepted=1, correction="X")
+    rnd.proposed_text = ["<script>", "</script>"]
+    rnd.correction_text = "<img src=x onerror=alert(1)>"
+    html = F.round_html(rnd)
+    assert "<script" not in html and "</script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html and "&lt;/script&gt;" in html
+    assert "&lt;img" in html and "onerror=alert(1)&gt;" in html
+
+
+def test_output_box_height_is_bounded():
+    short, long = "one line", "\n".join(f"line {i}" for i in range(200))
+    assert F.output_height(short) < F.output_height("a\nb\nc") < F.output_height(long)
+    assert F.output_height(long) == F.output_height(long * 3) <= 400  # bounded: the box scrolls
+    assert F.output_height("x" * 500) > F.output_height("x" * 50)  # long lines wrap
 
 
 def test_strip_of_a_real_run_reads_as_its_output(sd):
     assert rounds_text(sd.rounds) == sd.output_text
-    html = F.token_strip_html(sd.rounds, plain=sd.output_text)
+    html = F.token_strip_html(sd.rounds)
     accepted = sum(min(r.accepted, len(r.emitted)) for r in sd.rounds)
     assert _count(html, "sv-acc") == accepted
     assert _count(html, "sv-rej") == sum(len(r.rejected) for r in sd.rounds)
     assert _count(html, "sv-fix") == sum(len(r.emitted) > r.accepted for r in sd.rounds)
+    assert _labels(html) == [F.target_label(r) for r in sd.rounds if len(r.emitted) > r.accepted]
 
 
 def test_legend_shows_every_mark():
     html = F.legend_html()
-    for cls in ("sv-pend", "sv-acc", "sv-rej", "sv-fix"):
-        assert cls in html
-    assert "bonus" in html and "fix" in html
+    for cls in ("sv-pend", "sv-acc", "sv-rej", "sv-cut"):
+        assert _count(html, cls) == 1, cls
+    assert _count(html, "sv-fix") == 3
+    assert _labels(html) == ["fix", "bonus", "target"]  # the target's own token has its key too
+    assert html.count('class="sv-ws"') == 2
 
 
 def test_round_caption_says_what_happened():
@@ -171,6 +203,17 @@ def test_timeline_draws_waiting_and_round_starts(sd):
     assert f"idle {F.fmt_pct(s['target_idle_fraction'])}" in ticks
 
 
+def test_timeline_hover_follows_the_marks_of_a_cut_round():
+    cut = _round(index=1, proposed="abc", accepted=3, correction="d", emitted=[ord("a")])
+    trace = Trace(RunConfig(), rounds=[_round(), cut], wall_ms=30.0)
+    fig = F.timeline_figure(trace)
+    drafts = _bars(fig, "Draft pass")[0].hovertext[-3:]
+    assert ["→ accepted" in drafts[0], "past the stop" in drafts[1], "past the stop" in drafts[2]] == [True] * 3
+    verify = _bars(fig, "Target pass")[0].hovertext[-1]
+    assert "3 accepted, the output ends after 1" in verify and "'d' is not emitted" in verify
+    assert "bonus" not in verify
+
+
 @pytest.mark.parametrize("lane", ["draft", "target"])
 def test_idle_plus_busy_is_the_wall(sd, lane):
     busy = sum(e - s for s, e in F.busy_intervals(sd, lane))
@@ -183,10 +226,12 @@ def test_race_shares_one_time_axis(sd, ar):
     fig = F.race_figure(sd, ar)
     ar_bars = [t for t in fig.data if t.type == "bar" and t.name == "Target pass" and t.xaxis == "x2"]
     assert len(ar_bars) == 1 and len(ar_bars[0].x) == len(ar.rounds) - 1  # the first pass is drawn as prefill
-    assert fig.layout.xaxis2.matches == "x" or fig.layout.xaxis.matches == "x2"
+    assert fig.layout.xaxis.matches == "x2"  # the top run follows the bottom one's axis
     titles = [a.text for a in fig.layout.annotations]
-    assert any("Speculative" in t for t in titles) and any("Autoregressive" in t for t in titles)
-    assert fig.layout.xaxis2.range[1] >= max(sd.wall_ms, ar.wall_ms) or fig.layout.xaxis.range[1] >= ar.wall_ms
+    assert titles[0].startswith(f"Speculative, γ={sd.config.gamma}: {sd.summary['new_tokens']} tokens")
+    assert titles[1].startswith(f"Autoregressive, target alone: {ar.summary['new_tokens']} tokens")
+    x_max = max(sd.wall_ms, ar.wall_ms) * 1.02
+    assert fig.layout.xaxis.range[1] == pytest.approx(x_max) and fig.layout.xaxis2.range[1] == pytest.approx(x_max)
     # without the baseline yet, the figure still draws
     assert F.race_figure(sd, None).data
 
@@ -212,17 +257,49 @@ def test_trace_upto_is_the_run_as_it_stood(sd):
 
 
 def test_history_row(sd, ar):
-    row = F.history_row(sd, 7, "Code", ar, speedup=1.5, identical=True)
+    row = F.history_row(sd, 7, "Code", ar, 0.98499, True, "reused from run 3")
     assert tuple(row) == F.HISTORY_COLUMNS
-    assert row["run"] == 7 and row["gamma"] == 4 and row["prompt kind"] == "Code"
-    assert row["tok/s"] == pytest.approx(sd.summary["tokens_per_second"], abs=0.01)
-    assert row["AR tok/s"] == pytest.approx(ar.summary["tokens_per_second"], abs=0.01)
-    fig = F.history_figure([row, {**row, "run": 8, "gamma": 6, "prompt kind": "Prose"}])
+    assert row["run"] == 7 and row["gamma"] == 4 and row["example"] == "Code"
+    assert row["baseline"] == "reused from run 3" and row["identical"] is True
+    assert row["tok/s"] == sd.summary["tokens_per_second"]  # stored as measured: no rounding
+    assert row["AR tok/s"] == ar.summary["tokens_per_second"]
+    assert row["speedup"] == 0.98499
+    plain = F.history_row(sd, 1)
+    assert plain["example"] == "custom" and plain["baseline"] is None and plain["AR tok/s"] is None
+
+
+def test_history_table_shows_each_number_through_its_metric(sd, ar):
+    from specviz import metrics
+
+    rows = [F.history_row(sd, 1, "Code"), F.history_row(sd, 2, "Prose", ar, 0.98499, False, "measured")]
+    table = F.history_table(rows)
+    assert [t["run"] for t in table] == ["2", "1"]  # newest first
+    newest, oldest = table
+    assert set(newest) == {c.key for c in F.TABLE_COLUMNS}
+    assert newest["speedup"] == metrics.text("speedup", 0.98499) == "×0.98"  # as the race panel says it
+    assert newest["tok/s"] == metrics.text("tokens_per_second", sd.summary["tokens_per_second"])
+    assert newest["acceptance"] == metrics.percent(sd.summary["acceptance_rate"])  # drawn as a bar
+    assert newest["identical"] == "no" and newest["baseline"] == "measured" and newest["example"] == "Prose"
+    assert oldest["speedup"] == "–" and oldest["identical"] == "–" and oldest["baseline"] == "–"
+    assert all(c.width >= 40 for c in F.TABLE_COLUMNS)
+
+
+def test_history_figure_keeps_target_alone_visible(sd, ar):
+    code = F.history_row(sd, 7, "Code", ar, 1.5, True, "measured")
+    rows = [code, {**code, "run": 8, "gamma": 6}, {**code, "run": 9, "example": "Prose", "AR tok/s": None}]
+    fig = F.history_figure(rows)
     assert {t.name for t in fig.data} >= {"Code", "Prose", "target alone (AR)"}
+    runs = [t for t in fig.data if t.name == "Code"][0]
+    (level,) = [t for t in fig.data if t.name == "target alone (AR) · Code"]
+    assert fig.data.index(level) > fig.data.index(runs)  # drawn on top of the runs' points
+    assert level.mode == "lines" and level.line.dash == "dash"
+    assert list(level.y[:2]) == [code["AR tok/s"]] * 2  # a level line across the runs' γ, not a point under them
+    assert level.x[0] < 4 and level.x[1] > 6
+    assert not [t for t in fig.data if t.name == "target alone (AR) · Prose"]
 
 
 def test_formatting():
-    assert F.fmt_ms(0.25) == "0.2 ms" or F.fmt_ms(0.25) == "0.3 ms"
+    assert F.fmt_ms(0.24) == "0.2 ms" and F.fmt_ms(0.26) == "0.3 ms"
     assert F.fmt_ms(12.4) == "12 ms" and F.fmt_ms(1240) == "1.24 s" and F.fmt_ms(None) == "–"
     assert F.fmt_ms(math.nan) == "–"
     assert F.fmt_pct(0.456) == "46%" and F.fmt_pct(None) == "–"

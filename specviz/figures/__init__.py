@@ -1,0 +1,60 @@
+"""Figures and token-strip HTML: pure functions of a Trace (or its Rounds).
+
+No Streamlit, no model calls: the live page, the replay page, the tests and a notebook
+all draw with the same functions. Callers use ``from specviz import figures as F``; the
+names live in small modules:
+
+* ``strip``     the token strip, the legend and the round caption (HTML)
+* ``timeline``  the timeline of forward passes and the race against the target alone
+* ``charts``    per-position acceptance and the run history's chart
+* ``history``   the run-history rows and the table as shown
+* ``palette``   the colours
+
+The numbers are formatted by ``specviz.metrics`` (re-exported here: fmt_ms, fmt_pct,
+fmt_num, live_summary); the marks come from ``specviz.marks``.
+"""
+
+from specviz.figures.charts import acceptance_figure, history_figure
+from specviz.figures.history import HISTORY_COLUMNS, TABLE_COLUMNS, history_row, history_table
+from specviz.figures.strip import (
+    legend_html,
+    output_height,
+    round_caption,
+    round_html,
+    token_strip_html,
+    visible,
+)
+from specviz.figures.timeline import (
+    add_timeline,
+    busy_intervals,
+    idle_intervals,
+    race_figure,
+    timeline_figure,
+)
+from specviz.marks import target_label
+from specviz.metrics import fmt_ms, fmt_num, fmt_pct, live_summary
+
+__all__ = [
+    "HISTORY_COLUMNS",
+    "TABLE_COLUMNS",
+    "acceptance_figure",
+    "add_timeline",
+    "busy_intervals",
+    "fmt_ms",
+    "fmt_num",
+    "fmt_pct",
+    "history_figure",
+    "history_row",
+    "history_table",
+    "idle_intervals",
+    "legend_html",
+    "live_summary",
+    "output_height",
+    "race_figure",
+    "round_caption",
+    "round_html",
+    "target_label",
+    "timeline_figure",
+    "token_strip_html",
+    "visible",
+]

@@ -1,0 +1,96 @@
+"""The run history: one row per finished run, and the same rows as the table shows them.
+
+A row stores each number as measured (no rounding): the CSV keeps it whole, and the
+table shows it through the metric's one formatter (``specviz.metrics``), the same one
+the Live stats and the race use, so a run reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specviz.metrics import DASH, HISTORY_METRICS, METRICS, live_summary, percent
+from specviz.trace import Trace
+
+CONFIG_COLUMNS = ("run", "pair", "example", "gamma", "temperature", "top_p", "max new tokens", "seed")
+HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS), "identical", "baseline")
+
+
+def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | None = None,
+                speedup: float | None = None, identical: bool | None = None,
+                baseline: str | None = None) -> dict[str, Any]:
+    """One row of the run history for a finished (or stopped) run.
+
+    ``example``: the example prompt's name, or "custom"; ``ar``: the target-alone run
+    raced against it; ``baseline``: "measured" or "reused from run N" (None: no race)."""
+    s = live_summary(trace)
+    cfg = trace.config
+    values = {**s, "ar_tokens_per_second": live_summary(ar)["tokens_per_second"] if ar is not None else None,
+              "speedup": speedup}
+    return {
+        "run": run,
+        "pair": f"{cfg.draft} → {cfg.target}",
+        "example": example,
+        "gamma": cfg.gamma,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max new tokens": cfg.max_new_tokens,
+        "seed": cfg.seed,
+        **{METRICS[k].column: values.get(k) for k in HISTORY_METRICS},
+        "identical": identical,
+        "baseline": baseline,
+    }
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the history table as shown: row key, header, width in px, help, and
+    whether it is drawn as a bar (a whole percentage) rather than text."""
+
+    key: str
+    label: str
+    width: int
+    help: str = ""
+    bar: bool = False
+
+
+def _metric_column(key: str, width: int, bar: bool = False) -> Column:
+    m = METRICS[key]
+    return Column(m.column, m.label, width, m.help, bar)
+
+
+TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
+    Column("run", "#", 40, "Run number"),
+    Column("example", "Example", 92, "The example prompt, or custom"),
+    Column("gamma", "γ", 40, "Draft length"),
+    Column("temperature", "Temp", 56, "Sampling temperature (0 = greedy)"),
+    _metric_column("tokens_per_second", 88),
+    _metric_column("acceptance_rate", 112, bar=True),
+    _metric_column("mean_acceptance_length", 116),
+    _metric_column("speedup", 80),
+    Column("identical", "Identical", 84, "Identical to the target-alone output"),
+    Column("baseline", "Baseline", 150, "The target-alone run: measured for this run, or reused from an "
+                                        "earlier one with the same pair, prompt and settings"),
+)
+_METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}
+
+
+def _shown(key: str, value: Any, bar: bool) -> Any:
+    if bar:
+        return percent(value)
+    if key in _METRIC_BY_COLUMN:
+        return _METRIC_BY_COLUMN[key].text(value)
+    if value is None:
+        return DASH
+    if key == "identical":
+        return "yes" if value else "no"
+    if key == "temperature":
+        return f"{value:g}"
+    return str(value)
+
+
+def history_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the table shows them, newest first: text through each metric's
+    formatter, the bar columns as whole percentages."""
+    return [{c.key: _shown(c.key, r.get(c.key), c.bar) for c in TABLE_COLUMNS} for r in reversed(rows)]

@@ -1,0 +1,284 @@
+"""The timeline of forward passes, and the race of speculative against the target alone.
+
+One lane per model on a millisecond axis (real engine time since the start): forward
+passes as bars, waiting hatched, round starts dotted and labelled, each lane's idle
+share by its name. Colours are Okabe-Ito (colour-blind safe).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, IDLE, PENDING, TARGET
+from specviz.marks import DRAFT_VERDICT, round_spans, target_label
+from specviz.metrics import fmt_ms, fmt_pct, live_summary
+from specviz.trace import Event, Round, Trace, is_draft_step, is_verify_step
+
+BAR_WIDTH = 0.62
+WAIT_WIDTH = 0.34
+WAIT_PATTERN = dict(shape="/", fgcolor=IDLE, bgcolor="rgba(154,154,154,0.12)", size=7, solidity=0.35)
+MAX_ROUND_LABELS = 18
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One horizontal bar on a lane: a forward pass, a lookup or a wait, with its hover text."""
+
+    lane: str
+    start: float
+    duration: float
+    tip: str
+
+
+# --- intervals -------------------------------------------------------------------------
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def busy_intervals(trace: Trace, lane: str) -> list[tuple[float, float]]:
+    """Merged spans in which ``lane`` runs a forward pass."""
+    return _merge([(e.start_ms, e.end_ms) for e in trace.events if e.lane == lane and e.is_forward])
+
+
+def idle_intervals(trace: Trace, lane: str, min_ms: float = 0.0) -> list[tuple[float, float]]:
+    """Spans of [0, wall] in which ``lane`` runs no forward pass (what the summary counts as idle)."""
+    gaps, t = [], 0.0
+    for s, e in busy_intervals(trace, lane):
+        if s - t > min_ms:
+            gaps.append((t, s))
+        t = max(t, e)
+    if trace.wall_ms - t > min_ms:
+        gaps.append((t, trace.wall_ms))
+    return gaps
+
+
+def _overlap(span: tuple[float, float], others: list[tuple[float, float]]) -> float:
+    s, e = span
+    return sum(max(0.0, min(e, oe) - max(s, os_)) for os_, oe in others)
+
+
+# --- bars and their hover text ----------------------------------------------------------
+
+
+def _tokens_list(pieces: list[str], limit: int = 12) -> str:
+    shown = " ".join(repr(p) for p in pieces[:limit])
+    return shown + (" …" if len(pieces) > limit else "")
+
+
+def _timing(e: Event) -> str:
+    return f"{fmt_ms(e.duration_ms)} ({e.start_ms:.1f}–{e.end_ms:.1f} ms)"
+
+
+def _draft_bar(rnd: Round, i: int, e: Event, verified: bool) -> tuple[str, Bar]:
+    """The i-th drafting pass of a round, as (row, bar); a prefill reads the prompt too."""
+    tok = rnd.proposed_text[i] if i < len(rnd.proposed_text) else ""
+    spans = round_spans(rnd) if verified else []
+    verdict = DRAFT_VERDICT[spans[i].kind] if i < len(spans) and spans[i].kind in DRAFT_VERDICT else "not yet checked"
+    head, row = f"round {rnd.index + 1} · draft pass {i + 1}", "draft"
+    if e.kind == "prefill":
+        head, row = f"round {rnd.index + 1} · draft prefill: reads the prompt ({len(e.tokens)} tokens)", "prefill"
+    return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>proposes {tok!r} → {verdict}")
+
+
+def _lookup_bar(rnd: Round, e: Event) -> Bar:
+    return Bar("draft", e.start_ms, e.duration_ms,
+               f"<b>round {rnd.index + 1} · n-gram lookup</b><br>{fmt_ms(e.duration_ms)}<br>"
+               f"proposes {_tokens_list(rnd.proposed_text)}")
+
+
+def _target_bar(rnd: Round, e: Event, autoregressive: bool) -> tuple[str, Bar]:
+    """A round's target pass, as (row, bar); the first one reads the prompt too."""
+    n = len(rnd.proposed)
+    if n:
+        title = f"round {rnd.index + 1} · verify pass ({n + 1} positions)"
+        own = (f"{target_label(rnd)} {rnd.correction_text!r}" if len(rnd.emitted) > rnd.accepted
+               else f"the output ends after {len(rnd.emitted)}: the target's {rnd.correction_text!r} is not emitted")
+        what = (f"checks {n} draft token{'s' if n != 1 else ''} {_tokens_list(rnd.proposed_text)}<br>"
+                f"{rnd.accepted} accepted, {own}")
+    else:
+        title = f"token {rnd.index + 1} · target pass" if autoregressive else f"round {rnd.index + 1} · target pass (no draft)"
+        what = f"emits {rnd.correction_text!r}"
+    row = "target"
+    if e.kind == "prefill":
+        title += f", which also reads the prompt ({len(e.tokens) - n} tokens)"
+        row = "prefill"
+    return row, Bar("target", e.start_ms, e.duration_ms, f"<b>{title}</b><br>{_timing(e)}<br>{what}")
+
+
+def bar_rows(trace: Trace) -> dict[str, list[Bar]]:
+    """Bars by row: draft passes (and lookups), target passes, prefills (each model's first pass)."""
+    rows: dict[str, list[Bar]] = {"draft": [], "target": [], "prefill": []}
+    autoregressive = trace.config.mode == "autoregressive"
+    for rnd in trace.rounds:
+        verified = any(is_verify_step(e) for e in rnd.events)
+        drafts = [e for e in rnd.events if e.is_forward and is_draft_step(e)]
+        for i, e in enumerate(drafts):
+            row, bar = _draft_bar(rnd, i, e, verified)
+            rows[row].append(bar)
+        for e in rnd.events:
+            if e.kind == "lookup":
+                rows["draft"].append(_lookup_bar(rnd, e))
+            elif is_verify_step(e):
+                row, bar = _target_bar(rnd, e, autoregressive)
+                rows[row].append(bar)
+    return rows
+
+
+def wait_bars(trace: Trace, lanes: list[str]) -> list[Bar]:
+    """Each lane's idle spans, saying whether it waited for the other model or for bookkeeping."""
+    bars = []
+    for lane in lanes:
+        other = "target" if lane == "draft" else "draft"
+        busy = busy_intervals(trace, other)
+        for s, e in idle_intervals(trace, lane):
+            d, o = e - s, _overlap((s, e), busy)
+            why = f"waiting while the {other} runs ({fmt_ms(o)})" if o > 0.05 * d else "sampling, rollback and bookkeeping"
+            bars.append(Bar(lane, s, d, f"<b>{lane} idle</b><br>{fmt_ms(d)} ({s:.1f}–{e:.1f} ms)<br>{why}"))
+    return bars
+
+
+# --- drawing -----------------------------------------------------------------------------
+
+
+def lanes_of(trace: Trace) -> list[str]:
+    """The lanes drawn, top first: draft and target, or the target alone."""
+    return ["draft", "target"] if trace.config.mode == "speculative" else ["target"]
+
+
+def _add_bars(fig: go.Figure, name: str, bars: list[Bar], ys: dict[str, int], where: dict, *, color: str,
+              width: float, legend: bool, opacity: float = 1.0, pattern: dict | None = None) -> None:
+    bars = [b for b in bars if b.lane in ys]
+    if not bars and not legend:
+        return
+    fig.add_trace(
+        go.Bar(
+            orientation="h", name=name, legendgroup=name, showlegend=legend,
+            y=[ys[b.lane] for b in bars], x=[max(b.duration, 0.0) for b in bars], base=[b.start for b in bars],
+            width=width, marker=dict(color=color, opacity=opacity, line=dict(width=0), pattern=pattern or {}),
+            hovertext=[b.tip for b in bars], hoverinfo="text", hoverlabel=dict(align="left"),
+        ),
+        **where,
+    )
+
+
+def _labelled_rounds(rounds: list[Round], wall_ms: float) -> list[Round]:
+    """The rounds whose start gets an R-label: at most ~MAX_ROUND_LABELS, never overlapping."""
+    gap = max(wall_ms, 1.0) / MAX_ROUND_LABELS
+    labelled, last = [], -math.inf
+    for r in rounds:
+        if r.start_ms - last >= gap:
+            labelled.append(r)
+            last = r.start_ms
+    return labelled
+
+
+def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict) -> None:
+    """One dotted line per round start, labelled R1, R2, ... (thinned out)."""
+    rounds = [r for r in trace.rounds if r.events]
+    if not rounds or trace.config.mode != "speculative":
+        return
+    xs = [x for r in rounds for x in (r.start_ms, r.start_ms, None)]
+    ys = [y for _ in rounds for y in (-0.5, top, None)]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="Round start", hoverinfo="skip", showlegend=False,
+                             line=dict(color=PENDING, width=1, dash="dot")), **where)
+    labelled = _labelled_rounds(rounds, trace.wall_ms)
+    fig.add_trace(go.Scatter(
+        x=[r.start_ms for r in labelled], y=[top] * len(labelled), mode="text",
+        text=[f"R{r.index + 1}" for r in labelled], textposition="top right",
+        textfont=dict(size=11, color=PENDING), hoverinfo="skip", showlegend=False,
+    ), **where)
+
+
+def _lane_ticks(trace: Trace, lanes: list[str], prefix: str) -> list[str]:
+    summary = live_summary(trace)
+    ticks = []
+    for lane in reversed(lanes):
+        frac = summary.get(f"{lane}_idle_fraction")
+        name = f"<b>{prefix}{lane.capitalize()}</b>"
+        ticks.append(f"{name}<br>idle {fmt_pct(frac)}" if frac is not None else name)
+    return ticks
+
+
+def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: bool = True,
+                 label_prefix: str = "") -> None:
+    """Draw ``trace``'s lanes into ``fig`` (at subplot ``row`` if given)."""
+    where = dict(row=row, col=1) if row else {}
+    lanes = lanes_of(trace)
+    ys = {lane: i for i, lane in enumerate(reversed(lanes))}  # first lane on top
+    rows = bar_rows(trace)
+    _add_bars(fig, "Draft pass", rows["draft"], ys, where, color=DRAFT, width=BAR_WIDTH, legend=legend)
+    _add_bars(fig, "Target pass", rows["target"], ys, where, color=TARGET, width=BAR_WIDTH, legend=legend)
+    _add_bars(fig, "Prefill", rows["prefill"], ys, where, color=PENDING, width=BAR_WIDTH, legend=legend,
+              opacity=0.55)
+    _add_bars(fig, "Waiting", wait_bars(trace, lanes), ys, where, color="rgba(0,0,0,0)", width=WAIT_WIDTH,
+              legend=legend, pattern=WAIT_PATTERN)
+    _add_round_starts(fig, trace, len(lanes) - 0.5, where)
+    fig.update_yaxes(tickvals=list(range(len(lanes))), ticktext=_lane_ticks(trace, lanes, label_prefix),
+                     range=[-0.6, len(lanes) - 0.25], showgrid=False, zeroline=False, fixedrange=True, **where)
+
+
+def _base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) -> None:
+    fig.update_layout(
+        height=height,
+        barmode="overlay",
+        bargap=0,
+        margin=dict(l=8, r=12, t=56 if title else 36, b=44),
+        font=dict(size=FONT_SIZE),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, font=dict(size=13)),
+        hovermode="closest",
+        title=dict(text=title, font=dict(size=16), y=0.98) if title else None,
+    )
+    fig.update_xaxes(range=[0, max(x_max, 1.0) * 1.02], ticksuffix=" ms", separatethousands=True,
+                     showgrid=True, zeroline=False)
+
+
+def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 240,
+                    title: str | None = None) -> go.Figure:
+    """Draft and target lanes on one millisecond axis (real engine time since the start):
+    forward passes as bars, waiting hatched, round starts dotted and labelled, the idle
+    fraction of each lane by its name."""
+    fig = go.Figure()
+    add_timeline(fig, trace)
+    _base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
+    fig.update_layout(margin=dict(b=28))
+    return fig
+
+
+def _race_titles(sd: Trace, ar: Trace | None) -> list[str]:
+    sd_s = live_summary(sd)
+    titles = [f"Speculative, γ={sd.config.gamma}: {sd_s['new_tokens']} tokens in {fmt_ms(sd.wall_ms)}"]
+    if ar is None:
+        return titles + ["Autoregressive, target alone: not run yet"]
+    ar_s = live_summary(ar)
+    return titles + [f"Autoregressive, target alone: {ar_s['new_tokens']} tokens in {fmt_ms(ar.wall_ms)}"]
+
+
+def race_figure(sd: Trace, ar: Trace | None, height: int = 380) -> go.Figure:
+    """Speculative (draft + target) above autoregressive (target alone), one shared
+    time axis, each run's finish marked."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.2,
+                        row_heights=[2, 1.15], subplot_titles=_race_titles(sd, ar))
+    add_timeline(fig, sd, row=1, legend=False)  # the timeline above carries the legend
+    if ar is not None:
+        add_timeline(fig, ar, row=2, legend=False)
+    _base_layout(fig, height, max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0), None)
+    fig.update_layout(margin=dict(t=34), showlegend=False)
+    fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
+    for row, tr, color in ((1, sd, ACCEPTED), (2, ar, TARGET)):
+        if tr is not None and tr.rounds:
+            fig.add_vline(x=tr.wall_ms, line=dict(color=color, width=2), row=row, col=1)
+    fig.update_xaxes(title=dict(text="real engine time since start (ms), same scale for both", font=dict(size=13)),
+                     row=2, col=1)
+    return fig

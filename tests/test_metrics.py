@@ -1,0 +1,91 @@
+"""specviz.metrics: one table of metrics, one formatter each, used by the CLI, the Live stats and the history."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from specviz import cli, metrics
+from specviz import figures as F
+from specviz.trace import SUMMARY_KEYS, RunConfig, Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_summary_number_is_in_the_table_once():
+    shown = set(SUMMARY_KEYS) - {"per_position_acceptance"}  # a list: drawn as a chart
+    assert shown <= set(metrics.METRICS)
+    assert set(cli.SUMMARY_ROWS) == shown
+    for group in (metrics.CLI_SUMMARY, metrics.LIVE_STATS, metrics.HISTORY_METRICS):
+        assert len(set(group)) == len(group) and set(group) <= set(metrics.METRICS)
+    labels = [m.label for m in metrics.METRICS.values()]
+    columns = [m.column for m in metrics.METRICS.values()]
+    assert len(set(labels)) == len(labels) and len(set(columns)) == len(columns)
+    assert all(m.help.endswith(".") for m in metrics.METRICS.values())
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("new_tokens", 24, "24"),
+    ("rounds", 7, "7"),
+    ("wall_ms", 1234.5, "1.23 s"),
+    ("ttft_ms", 8.24, "8.2 ms"),
+    ("tokens_per_second", 19.44, "19.4"),
+    ("acceptance_rate", 0.456, "46%"),
+    ("mean_acceptance_length", 2.345, "2.35"),
+    ("cost_ratio_c", 0.1234, "0.12"),
+    ("draft_idle_fraction", 0.8, "80%"),
+    ("overhead_ms", 12.4, "12 ms"),
+    ("speedup", 0.98499, "×0.98"),
+    ("speedup", 1.5, "×1.50"),
+    ("ar_tokens_per_second", 50.0, "50.0"),
+])
+def test_each_metric_formats_once(key, value, text):
+    assert metrics.text(key, value) == text == metrics.metric(key).text(value)
+
+
+@pytest.mark.parametrize("key", list(metrics.METRICS))
+def test_missing_values_read_as_a_dash(key):
+    assert metrics.text(key, None) == "–"
+    assert metrics.text(key, math.nan) == "–"
+
+
+def test_the_race_and_the_history_cannot_disagree():
+    """The speedup the race panel shows and the one the history row shows come from the
+    same stored value through the same formatter (a double rounding once made 0.98499
+    read ×0.98 in one place and ×0.99 in the other)."""
+    sd = Trace(RunConfig(), wall_ms=1000.0).finish()
+    for speedup in (0.98499, 0.985, 0.995, 1.005, 1.23456, 2.0):
+        (row,) = F.history_table([F.history_row(sd, 1, "Code", None, speedup, True, "measured")])
+        assert row["speedup"] == metrics.text("speedup", speedup)
+
+
+def test_deltas_are_differences_of_the_shown_values():
+    acc = metrics.metric("acceptance_rate")
+    now, before = 0.4649, 0.4151  # shown 46% and 42%
+    assert acc.delta(now, before) == "+4 pts"
+    assert int(acc.text(now)[:-1]) - int(acc.text(before)[:-1]) == 4
+    tps = metrics.metric("tokens_per_second")
+    assert tps.delta(10.04, 10.16) == "-0.2"  # 10.0 against 10.2
+    assert tps.delta(None, 3.0) is None and metrics.metric("rounds").delta(3, 2) is None
+
+
+def test_cost_ratio_wording_agrees_with_how_it_works():
+    help_text = metrics.metric("cost_ratio_c").help
+    assert "α > c" in help_text and "per-token acceptance probability (not the acceptance rate)" in help_text
+    assert "beats" not in help_text
+    about = (ROOT / "pages" / "about.py").read_text(encoding="utf-8")
+    assert "α > c" in about
+
+
+def test_percentages_round_once():
+    assert metrics.percent(0.456) == 46 and metrics.percent(None) is None
+    assert metrics.fmt_pct(0.125) == f"{metrics.percent(0.125)}%"
+
+
+def test_live_summary_of_a_finished_and_a_running_trace():
+    done = Trace(RunConfig(), wall_ms=10.0).finish()
+    assert metrics.live_summary(done) is done.summary
+    running = Trace(RunConfig(), wall_ms=10.0)
+    assert metrics.live_summary(running)["rounds"] == 0 and running.summary == {}
