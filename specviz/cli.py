@@ -99,8 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text in [
         ("generate", "run speculative decoding and print every round"),
         ("compare", "race speculative decoding against the target alone on the same prompt"),
+        ("schedules", "run greedy speculative decoding, then replay the run under serial, PEARL and SSD"),
     ]:
         p = sub.add_parser(name, help=help_text)
+        if name == "schedules":
+            from specviz.schedules import FANOUT_MODES
+
+            p.add_argument("--fanout", type=int, default=2, help="SSD: branches per verification outcome")
+            p.add_argument("--fanout-mode", default="uniform", choices=list(FANOUT_MODES))
+            p.add_argument("--costs", default="measured", choices=["measured", "trace"],
+                           help="forward-pass costs: measured on this machine (cached), or read off the run")
         p.add_argument("--prompt", required=True)
         p.add_argument("--raw", action="store_true", help="use the prompt as is, without the chat template")
         p.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
@@ -188,6 +196,61 @@ def _compare(pair, config: RunConfig, style: Style, args: argparse.Namespace) ->
         })
 
 
+def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) -> None:
+    """A real greedy run, replayed under every schedule (specviz.parallel), with the serial
+    replay checked against the run itself."""
+    from specviz import costs as C
+    from specviz import parallel
+    from specviz.engine import speculative
+
+    if config.temperature > 0:
+        raise BadInput("schedules replays greedy runs only: use --temperature 0", "temperature")
+    trace = _stream(speculative(pair, config), style, args.quiet)
+    own = C.from_trace(trace)
+    model = own
+    if args.costs == "measured":
+        progress, bar = _progress_printer()
+        try:
+            rows, meta = C.load_or_measure(pair, progress=lambda f, m: progress(m, f))
+        finally:
+            if bar is not None:
+                bar.close()
+        model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+    settings = parallel.settings_for(trace, fanout=args.fanout, fanout_mode=args.fanout_mode)
+    results = parallel.replay(trace, model, settings)
+    check = parallel.check_serial(trace, model)
+    alone = parallel.target_alone_ms(model, len(trace.output_ids))
+    serial_ms = results["serial"].wall_ms
+    rows_out = {}
+    print(f"\n{'schedule':<8} {'tok/s':>7} {'rounds':>6} {'×alone':>7} {'×serial':>7} {'draft idle':>10} "
+          f"{'target idle':>11} {'SSD hits':>8}")
+    for name, r in results.items():
+        rows_out[name] = {
+            "tokens_per_second": r.tokens_per_second, "rounds": r.rounds, "wall_ms": r.wall_ms,
+            "speedup_vs_target_alone": alone / r.wall_ms, "speedup_vs_serial": serial_ms / r.wall_ms,
+            "draft_idle_fraction": r.draft_idle_fraction, "target_idle_fraction": r.target_idle_fraction,
+            "hit_rate": r.hit_rate, "branches_per_round": r.branches_per_round,
+            "wasted_draft_ms": r.wasted_draft_ms,
+        }
+        hits = "" if r.hit_rate is None else f"{r.hit_rate:.0%}"
+        print(f"{name:<8} {r.tokens_per_second:7.2f} {r.rounds:6d} {alone / r.wall_ms:7.2f} "
+              f"{serial_ms / r.wall_ms:7.2f} {r.draft_idle_fraction:10.0%} {r.target_idle_fraction:11.0%} {hits:>8}")
+    verdict = "agrees" if check.ok else "DOES NOT agree"
+    print(f"\nserial replay {verdict} with the real run: {check.sim_rounds} rounds vs {check.real_rounds} "
+          f"({'same rounds' if check.rounds_match else 'rounds differ'}), {check.sim_wall_ms:.0f} ms vs "
+          f"{check.real_wall_ms:.0f} ms ({check.wall_error:+.1%}); costs: {model.source}")
+    print(style.dim("PEARL and SSD are simulated from measured costs and assume the draft has its own device."))
+    if args.json:
+        _write_json(args.json, {
+            "schedules": rows_out,
+            "measured": {"rounds": check.real_rounds, "wall_ms": check.real_wall_ms},
+            "simulated_serial": {"rounds": check.sim_rounds, "wall_ms": check.sim_wall_ms,
+                                 "rounds_match": check.rounds_match, "wall_error": check.wall_error},
+            "costs": model.to_dict(),
+            "trace": trace.to_dict(),
+        })
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     style = Style(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
@@ -210,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
         if args.command == "compare":
             _compare(pair, config, style, args)
+            return 0
+        if args.command == "schedules":
+            _schedules(pair, config, style, args)
             return 0
         sd = _stream(speculative(pair, config), style, args.quiet)
         print("\n" + sd.output_text)

@@ -11,14 +11,33 @@ A ``LatencyModel`` holds, for one pair on one device in one dtype at one context
 
 Lookups between measured points interpolate linearly; beyond the last point they
 extrapolate from the last two (never below the last measured value).
+
+Where the numbers come from: ``from_trace`` reads them off one real run; ``measure``
+times forward passes directly over a fixed context (a grid of (model, batch, tokens)
+points), ``latency_model`` turns its rows into a LatencyModel, and ``load_or_measure``
+measures once per pair, device, dtype, context length and grid, and caches the rows as
+JSON under ``specviz.models.cache_dir() / "costs"``.
 """
 
 from __future__ import annotations
 
 import bisect
+import copy
+import datetime
+import hashlib
+import json
+import os
+import re
 import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from specviz import contention
+from specviz.errors import BadInput
 
 
 def _interpolate(points: dict[int, float], x: float) -> float:
@@ -92,10 +111,12 @@ class LatencyModel:
 
 
 def from_trace(trace) -> LatencyModel:
-    """A latency model read off one real speculative run: its median draft pass, its
-    verify passes by the number of tokens they read, its two prefills and its median
-    bookkeeping per round. Batched draft costs are unknown from a run; they are
-    taken as B times one pass (an upper bound) until measured (``specviz.costs.measure``)."""
+    """A latency model read off one real speculative run: its mean draft pass, its mean
+    verify pass by the number of tokens read, its two prefills and its mean bookkeeping
+    per round. Means, not medians: a replay adds passes up, and a sum is n times the mean
+    (on a busy machine a median drops the slow passes a run really paid for). Batched draft
+    costs are unknown from a run; they are taken as B times one pass (an upper bound) until
+    measured (``specviz.costs.measure``)."""
     drafts = [e.duration_ms for e in trace.events if e.kind == "draft_forward"]
     by_k: dict[int, list[float]] = {}
     for e in trace.events:
@@ -106,8 +127,8 @@ def from_trace(trace) -> LatencyModel:
     for r in trace.rounds:
         busy = sum(e.duration_ms for e in r.events if e.is_forward)
         per_round.append(max(0.0, r.end_ms - r.start_ms - busy))
-    one = statistics.median(drafts) if drafts else 0.0
-    verify = {k: statistics.median(v) for k, v in by_k.items()}
+    one = statistics.fmean(drafts) if drafts else 0.0
+    verify = {k: statistics.fmean(v) for k, v in by_k.items()}
     if not verify:
         raise ValueError("the trace has no target passes to read costs from")
     return LatencyModel(
@@ -115,9 +136,379 @@ def from_trace(trace) -> LatencyModel:
         verify_ms=verify,
         draft_prefill_ms=prefill.get("draft", 0.0),
         target_prefill_ms=prefill.get("target", 0.0),
-        overhead_ms=statistics.median(per_round) if per_round else 0.0,
+        overhead_ms=statistics.fmean(per_round) if per_round else 0.0,
         context_length=len(trace.prompt_ids) + len(trace.output_ids),
         source="from a trace",
         meta={"pair": f"{trace.config.draft} -> {trace.config.target}", "device": trace.config.device,
               "dtype": trace.config.dtype},
     )
+
+
+# --- measuring forward passes -----------------------------------------------------
+
+GridPoint = tuple[str, int, int]  # (model: "draft" | "target", batch B, new tokens k)
+MeasureProgress = Callable[[float, str], None]  # (fraction done 0..1, message)
+
+MODELS = ("draft", "target")
+VERIFY_TOKENS = tuple(range(1, 34))  # k = gamma + 1 for gamma = 0..32
+DRAFT_BATCHES = (1, 2, 4, 8, 16, 32)  # SSD's batches of branches
+CURVE_TOKENS = tuple(range(1, 33))
+CURVE_BATCHES = (1, 4, 16)
+
+# A fixed, realistic context: code and prose, tokenised by the pair's own tokenizer and
+# repeated to the context length. The same ids for every point, every batch row, every run.
+CONTEXT_TEXT = '''Write a function that merges two sorted lists into one sorted list.
+
+def merge(a: list[int], b: list[int]) -> list[int]:
+    """Merge two sorted lists in linear time."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        if a[i] <= b[j]:
+            out.append(a[i])
+            i += 1
+        else:
+            out.append(b[j])
+            j += 1
+    out.extend(a[i:])
+    out.extend(b[j:])
+    return out
+
+The loop compares the heads of both lists and takes the smaller one, so every element is
+looked at once. When one list runs out, the rest of the other is already sorted and is
+appended as it is. Merge sort splits a list in halves, sorts each half and merges them.
+'''
+
+
+def default_grid(
+    tokens: Iterable[int] = VERIFY_TOKENS,
+    batches: Iterable[int] = DRAFT_BATCHES,
+    models: Iterable[str] = MODELS,
+) -> list[GridPoint]:
+    """What a LatencyModel needs: the target's verify curve (batch 1, k new tokens for each
+    k in ``tokens``) and the draft's batched step (k = 1, batch B for each B in ``batches``)."""
+    models = tuple(models)
+    grid: list[GridPoint] = []
+    if "target" in models:
+        grid += [("target", 1, int(k)) for k in tokens]
+    if "draft" in models:
+        grid += [("draft", int(b), 1) for b in batches]
+    return grid
+
+
+def curve_grid(
+    tokens: Iterable[int] = CURVE_TOKENS,
+    batches: Iterable[int] = CURVE_BATCHES,
+    models: Iterable[str] = MODELS,
+) -> list[GridPoint]:
+    """Both models, every k in ``tokens`` at every batch in ``batches``: the verify-cost curve."""
+    return [(m, int(b), int(k)) for m in models for b in batches for k in tokens]
+
+
+LATENCY_GRID: list[GridPoint] = default_grid()
+CURVE_GRID: list[GridPoint] = curve_grid()
+
+
+def _normalize_grid(grid: Iterable[Sequence]) -> list[GridPoint]:
+    """Grid points as (str, int, int), duplicates dropped (first kept), each one checked."""
+    out: list[GridPoint] = []
+    seen: set[GridPoint] = set()
+    for point in grid:
+        model, batch, tokens = point
+        p = (str(model), int(batch), int(tokens))
+        if p[0] not in MODELS:
+            raise ValueError(f"grid point {point!r}: model must be 'draft' or 'target'")
+        if p[1] < 1 or p[2] < 1:
+            raise ValueError(f"grid point {point!r}: batch and tokens must be >= 1")
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def grid_name(grid: Iterable[Sequence]) -> str:
+    """``latency`` or ``curve`` for the two ready-made grids, else ``grid-<hash>`` of the points."""
+    points = _normalize_grid(grid)
+    if points == LATENCY_GRID:
+        return "latency"
+    if points == CURVE_GRID:
+        return "curve"
+    digest = hashlib.sha256(json.dumps(points).encode()).hexdigest()[:10]
+    return f"grid-{digest}"
+
+
+def context_ids(tokenizer, length: int, text: str = CONTEXT_TEXT) -> list[int]:
+    """``length`` token ids: ``text`` tokenised (no special tokens), repeated as often as needed."""
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    if not ids:
+        raise ValueError("the context text tokenises to nothing")
+    reps = -(-length // len(ids))
+    return (ids * reps)[:length]
+
+
+def fill_cache(model, ids: list[int], device) -> Any:
+    """A fresh DynamicCache holding ``ids`` (one row): one prefill pass, logits of the last
+    position only (the prefill's full-vocabulary logits would only cost memory)."""
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([ids], dtype=torch.long, device=device), cache=cache,
+              use_cache=True, logits_to_keep=1)
+    return cache
+
+
+def batch_cache(cache, batch: int) -> Any:
+    """A copy of a one-row cache with ``batch`` identical rows (the prefill is not repeated)."""
+    import torch
+
+    with torch.inference_mode():
+        out = copy.deepcopy(cache)
+        if batch > 1:
+            out.batch_repeat_interleave(batch)
+    return out
+
+
+def time_forward(model, cache, new: list[int], batch: int, repeats: int, device) -> list[float]:
+    """``repeats`` timings (ms) of one forward of ``new`` (k tokens) for each of ``batch`` rows
+    on ``cache``, after one untimed warm-up pass. The pass keeps the logits of its k last
+    positions (``logits_to_keep=k``: a verify pass needs them all) and brings them to the
+    CPU in float32, as the engine's timed passes do; it is synchronised before and after.
+    After every pass the cache is cropped back, so every sample reads the same context:
+    on return the cache holds what it held on entry."""
+    import torch
+
+    from specviz.kv import synchronize
+
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    k = len(new)
+    before = cache.get_seq_length()
+    ids = torch.tensor([new] * batch, dtype=torch.long, device=device)
+    times: list[float] = []
+    with torch.inference_mode():
+        for i in range(repeats + 1):
+            synchronize(device)
+            t0 = time.perf_counter_ns()
+            out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=k)
+            out.logits[:, -k:].float().cpu()
+            synchronize(device)
+            t1 = time.perf_counter_ns()
+            del out
+            cache.crop(-k)  # transformers 5: a negative count of tokens to drop
+            if cache.get_seq_length() != before:
+                raise RuntimeError(
+                    f"the KV cache holds {cache.get_seq_length()} tokens after a crop, not {before}"
+                )
+            if i:  # the first pass is the warm-up
+                times.append((t1 - t0) / 1e6)
+    return times
+
+
+def measure(
+    pair,
+    context_length: int = 300,
+    tokens: Iterable[int] = VERIFY_TOKENS,
+    batches: Iterable[int] = DRAFT_BATCHES,
+    repeats: int = 5,
+    models: Iterable[str] = MODELS,
+    progress: MeasureProgress | None = None,
+    stop: Callable[[], bool] | None = None,
+    grid: Iterable[Sequence] | None = None,
+) -> list[dict[str, Any]]:
+    """Forward-pass times of ``pair`` on its own device and dtype, one row per grid point:
+    ``{"model", "batch", "tokens", "ms", "min_ms", "max_ms"}`` (``ms`` the median of
+    ``repeats`` timed passes after one warm-up; min and max show the spread).
+
+    ``grid`` is a list of (model, batch, tokens) points (``LATENCY_GRID``, ``CURVE_GRID``,
+    or any); without one it is ``default_grid(tokens, batches, models)``, the same as
+    ``LATENCY_GRID`` with the defaults. Each model's cache is filled once with
+    ``context_length`` tokens of a fixed text (``context_ids``) and copied to B identical
+    rows for a batch of B; each pass appends k tokens per row and is cropped off again.
+
+    ``progress(fraction, message)`` is told before each point; ``stop()`` is asked between
+    points, and when it says True the rows measured so far are returned. The whole
+    measurement is marked as heavy work (``specviz.contention``), so a run timed meanwhile
+    in another thread knows its timings were contended."""
+    points = _normalize_grid(grid if grid is not None else default_grid(tokens, batches, models))
+    if context_length < 1:
+        raise BadInput("context_length must be >= 1", "context_length")
+    need = context_length + max((k for _, _, k in points), default=0)
+    if need > pair.context_length:
+        raise BadInput(
+            f"measuring needs a context of {need} tokens ({context_length} + the largest pass), "
+            f"but the pair handles {pair.context_length}", "context_length",
+        )
+    tell = progress or (lambda fraction, message: None)
+    # Points of one (model, batch) share one cache: group them, in order of first appearance.
+    groups: dict[tuple[str, int], list[int]] = {}
+    for model, batch, k in points:
+        groups.setdefault((model, batch), []).append(k)
+    ids = context_ids(pair.tokenizer, need)
+    context, following = ids[:context_length], ids[context_length:]
+    rows: list[dict[str, Any]] = []
+    total = len(points)
+    with contention.heavy("measuring forward-pass costs"):
+        filled: dict[str, Any] = {}
+        for (name, batch), ks in groups.items():
+            if stop is not None and stop():
+                return rows
+            model = getattr(pair, name)
+            if name not in filled:
+                tell(len(rows) / total, f"Filling the {name}'s cache ({context_length} tokens)")
+                filled[name] = fill_cache(model, context, pair.device)
+            cache = batch_cache(filled[name], batch)
+            for k in ks:
+                if stop is not None and stop():
+                    return rows
+                plural = "s" if k > 1 else ""
+                tell(len(rows) / total,
+                     f"Timing the {name}: batch {batch}, {k} new token{plural} ({len(rows) + 1}/{total})")
+                times = time_forward(model, cache, following[:k], batch, repeats, pair.device)
+                rows.append({"model": name, "batch": batch, "tokens": k, "ms": statistics.median(times),
+                             "min_ms": min(times), "max_ms": max(times)})
+            del cache
+    tell(1.0, f"Measured {total} points")
+    return rows
+
+
+def latency_model(
+    rows: Iterable[dict[str, Any]],
+    draft_prefill_ms: float = 0.0,
+    target_prefill_ms: float = 0.0,
+    overhead_ms: float = 0.0,
+    meta: dict[str, Any] | None = None,
+) -> LatencyModel:
+    """A LatencyModel from measured rows: ``draft_ms[B]`` from the draft's k = 1 rows,
+    ``verify_ms[k]`` from the target's batch-1 rows (other rows, e.g. a curve grid's, are
+    ignored). The prefills and the per-round overhead are not forward passes over the fixed
+    context, so they come from elsewhere (a trace: ``from_trace``), or stay 0.
+    ``meta`` (e.g. the cache file's, from ``load_or_measure``) is kept, and gives the context
+    length."""
+    rows = list(rows)
+    draft = {int(r["batch"]): float(r["ms"]) for r in rows
+             if r["model"] == "draft" and int(r["tokens"]) == 1}
+    verify = {int(r["tokens"]): float(r["ms"]) for r in rows
+              if r["model"] == "target" and int(r["batch"]) == 1}
+    if not draft:
+        raise ValueError("no draft rows with 1 new token: the draft's cost is unknown")
+    if not verify:
+        raise ValueError("no target rows at batch 1: the verify cost is unknown")
+    meta = dict(meta or {})
+    return LatencyModel(
+        draft_ms=draft,
+        verify_ms=verify,
+        draft_prefill_ms=float(draft_prefill_ms),
+        target_prefill_ms=float(target_prefill_ms),
+        overhead_ms=float(overhead_ms),
+        context_length=int(meta.get("context_length", 0)),
+        source="measured",
+        meta=meta,
+    )
+
+
+# --- the cache of measurements ------------------------------------------------------
+
+COSTS_FORMAT = 1
+
+
+def safe_name(text: str, limit: int = 80) -> str:
+    """``text`` as one file-name part: runs of anything but letters, digits and ``.+_-`` become
+    ``_``; a long name is cut and ends in a hash of the whole, so two long names never merge."""
+    name = re.sub(r"[^A-Za-z0-9.+_-]+", "_", str(text)).strip("._-") or "_"
+    if len(name) > limit:
+        name = name[: limit - 9] + "_" + hashlib.sha256(str(text).encode()).hexdigest()[:8]
+    return name
+
+
+def cache_file_name(draft: str, target: str, device: str, dtype: str, context_length: int, grid: str) -> str:
+    """``{draft}-{target}-{device}-{dtype}-ctx{context_length}-{grid}.json``, each part made safe.
+    (Names keep their own dashes, for legibility; the file records the pair's names, and a
+    file of another pair is never taken for this one's.)"""
+    parts = [safe_name(p) for p in (draft, target, device, dtype)]
+    return "-".join(parts) + f"-ctx{int(context_length)}-{safe_name(grid)}.json"
+
+
+def cache_path(pair, context_length: int, grid: Iterable[Sequence] = LATENCY_GRID) -> Path:
+    """Where ``load_or_measure`` keeps the measurement of this pair, device, dtype, context, grid."""
+    from specviz.models import cache_dir
+
+    name = cache_file_name(pair.draft_name, pair.target_name, str(pair.device), pair.dtype,
+                           context_length, grid_name(grid))
+    return cache_dir() / "costs" / name
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to a temporary sibling and rename it over ``path``: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path, points: list[GridPoint], header: dict[str, Any]) -> dict | None:
+    """The cached measurement if it is readable, matches ``header`` (pair, device, dtype,
+    context) and covers every grid point; else None (and the caller measures again)."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != COSTS_FORMAT or any(data.get(k) != v for k, v in header.items()):
+            return None
+        have = {(r["model"], int(r["batch"]), int(r["tokens"])) for r in data["rows"]
+                if float(r["ms"]) > 0}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return data if set(points) <= have else None
+
+
+def load_or_measure(
+    pair,
+    context_length: int = 300,
+    grid: Iterable[Sequence] = LATENCY_GRID,
+    progress: MeasureProgress | None = None,
+    refresh: bool = False,
+    repeats: int = 5,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows of ``measure`` for this pair, device, dtype, context length and grid: read
+    from the cache file (``cache_path``) when it has them all, else measured and saved
+    (``refresh=True`` always measures). Returns (rows, meta); meta is the file's header
+    (device, dtype, context_length, measured_at in UTC, torch, threads, pair, grid, the
+    heavy jobs of other threads that overlapped the measurement) plus ``path`` and
+    ``cached`` (True when read from the file). A stopped measurement is returned with
+    ``complete`` False and is not saved."""
+    import torch
+
+    points = _normalize_grid(grid)
+    path = cache_path(pair, context_length, points)
+    header = {"draft": pair.draft_name, "target": pair.target_name, "device": str(pair.device),
+              "dtype": pair.dtype, "context_length": context_length}
+    data = None if refresh else _read(path, points, header)
+    cached = data is not None
+    if data is None:
+        start_ns = time.perf_counter_ns()
+        rows = measure(pair, context_length=context_length, grid=points, repeats=repeats,
+                       progress=progress, stop=stop)
+        data = {
+            "format": COSTS_FORMAT,
+            **header,
+            "grid": grid_name(points),
+            "repeats": repeats,
+            "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "contention": contention.overlapping(start_ns, time.perf_counter_ns()),
+            "complete": len(rows) == len(points),
+            "rows": rows,
+        }
+        if data["complete"]:
+            _write_atomic(path, data)
+    meta = {k: v for k, v in data.items() if k != "rows"}
+    meta.update(path=str(path), cached=cached)
+    wanted = set(points)
+    rows = [r for r in data["rows"] if (r["model"], int(r["batch"]), int(r["tokens"])) in wanted]
+    return rows, meta

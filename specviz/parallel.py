@@ -20,18 +20,26 @@ from specviz.trace import Trace
 WALL_TOLERANCE = 0.10
 
 
-def replayable(trace: Trace) -> str | None:
-    """None when ``trace`` can be replayed under other schedules; else why not."""
+NOT_REPLAYABLE = {
+    "autoregressive": "it is a target-alone run",
+    "sampling": ("it is a sampling run: at temperature > 0 each schedule draws different random numbers, "
+                 "so the same run cannot be replayed token for token; the schedules are shown for greedy runs"),
+    "ngram": "its drafter is the n-gram lookup, which has no draft model to overlap",
+    "no_ranks": "it holds no draft ranks (record it again with this version of specviz)",
+}
+
+
+def why_not_replayable(trace: Trace) -> str | None:
+    """None when ``trace`` can be replayed under other schedules; else a key of NOT_REPLAYABLE."""
     cfg = trace.config
     if cfg.mode != "speculative":
-        return "it is a target-alone run"
+        return "autoregressive"
     if cfg.temperature > 0:
-        return ("it is a sampling run: at temperature > 0 each schedule draws different random numbers, "
-                "so the same run cannot be replayed token for token; the schedules are shown for greedy runs")
+        return "sampling"
     if cfg.drafter != "model":
-        return "its drafter is the n-gram lookup, which has no draft model to overlap"
+        return "ngram"
     if not trace.draft_ranks or len(trace.draft_ranks) != len(trace.output_ids):
-        return "it holds no draft ranks (record it again with this version of specviz)"
+        return "no_ranks"
     return None
 
 
@@ -45,8 +53,8 @@ def settings_for(trace: Trace, gamma: int | None = None, policy: str | None = No
 
 def replay(trace: Trace, costs: LatencyModel, settings: schedules.Settings) -> dict[str, schedules.ScheduleResult]:
     """``trace`` under every schedule (BadInput when it cannot be replayed)."""
-    if (why := replayable(trace)) is not None:
-        raise BadInput(f"this run cannot be replayed under other schedules: {why}", "trace")
+    if (why := why_not_replayable(trace)) is not None:
+        raise BadInput(f"this run cannot be replayed under other schedules: {NOT_REPLAYABLE[why]}", "trace")
     return schedules.simulate_all(trace.draft_ranks, trace.draft_top, trace.output_ids, costs, settings,
                                   config=trace.config, prompt_ids=trace.prompt_ids)
 
