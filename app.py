@@ -13,6 +13,7 @@ page = st.navigation(
     [
         st.Page("pages/live.py", title="Live", icon=":material/play_circle:", default=True),
         st.Page("pages/replay.py", title="Replay", icon=":material/replay:"),
+        st.Page("pages/parallel.py", title="Parallel", icon=":material/view_week:"),
         st.Page("pages/about.py", title="How it works", icon=":material/school:"),
     ],
     position="top",

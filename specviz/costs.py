@@ -512,3 +512,20 @@ def load_or_measure(
     wanted = set(points)
     rows = [r for r in data["rows"] if (r["model"], int(r["batch"]), int(r["tokens"])) in wanted]
     return rows, meta
+
+
+def cached(draft: str, target: str, device: str, dtype: str, context_length: int = 300,
+           grid: Iterable[Sequence] = LATENCY_GRID) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The cached measurement for a pair named (draft, target) on ``device`` in ``dtype``, or
+    None: for a recorded run, whose pair need not be loaded. Never measures."""
+    from specviz.models import cache_dir
+
+    points = _normalize_grid(grid)
+    path = cache_dir() / "costs" / cache_file_name(draft, target, device, dtype, context_length, grid_name(points))
+    header = {"draft": draft, "target": target, "device": device, "dtype": dtype, "context_length": context_length}
+    data = _read(path, points, header)
+    if data is None:
+        return None
+    meta = {k: v for k, v in data.items() if k != "rows"}
+    meta.update(path=str(path), cached=True)
+    return data["rows"], meta

@@ -134,7 +134,7 @@ class Decoding:
         self.pair = pair
         config.draft, config.target = pair.draft_name, pair.target_name
         config.device, config.dtype = str(pair.device), pair.dtype
-        self.trace = Trace(config=config, prompt_ids=prompt_ids)
+        self.trace = Trace(config=config, prompt_ids=prompt_ids, eos_ids=list(pair.eos_ids))
         self.eos = set(pair.eos_ids)
         self.done = False
         self._gen = self._rounds()

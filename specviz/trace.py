@@ -138,6 +138,7 @@ class Trace:
     # prefix: the rank of the emitted token (0 = the draft's top choice) and its top candidates
     draft_ranks: list[int] = field(default_factory=list)
     draft_top: list[list[int]] = field(default_factory=list)
+    eos_ids: list[int] = field(default_factory=list)  # the pair's end-of-sequence ids
     summary: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 

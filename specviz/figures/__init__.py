@@ -24,6 +24,7 @@ from specviz.figures.strip import (
     token_strip_html,
     visible,
 )
+from specviz.figures.schedules import schedules_figure
 from specviz.figures.timeline import (
     add_timeline,
     busy_intervals,
@@ -53,6 +54,7 @@ __all__ = [
     "race_figure",
     "round_caption",
     "round_html",
+    "schedules_figure",
     "target_label",
     "timeline_figure",
     "token_strip_html",

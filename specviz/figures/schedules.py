@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.figures.palette import ACCEPTED, DRAFT, TARGET
-from specviz.figures.timeline import _base_layout, add_timeline
+from specviz.figures.timeline import base_layout, add_timeline
 
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
 
@@ -20,7 +20,7 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
     for row, name in enumerate(names, start=1):
         add_timeline(fig, results[name].trace, row=row, legend=row == 1)
         fig.add_vline(x=results[name].wall_ms, line=dict(color=FINISH.get(name, TARGET), width=2), row=row, col=1)
-    _base_layout(fig, height, max(r.wall_ms for r in results.values()), None)
+    base_layout(fig, height, max(r.wall_ms for r in results.values()), None)
     fig.update_layout(margin=dict(t=60))
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
     fig.update_xaxes(title=dict(text=axis_title, font=dict(size=13)), row=len(names), col=1)

@@ -229,7 +229,7 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
                      range=[-0.6, len(lanes) - 0.25], showgrid=False, zeroline=False, fixedrange=True, **where)
 
 
-def _base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) -> None:
+def base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) -> None:
     fig.update_layout(
         height=height,
         barmode="overlay",
@@ -251,7 +251,7 @@ def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 240,
     fraction of each lane by its name."""
     fig = go.Figure()
     add_timeline(fig, trace)
-    _base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
+    base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
     fig.update_layout(margin=dict(b=28))
     return fig
 
@@ -273,7 +273,7 @@ def race_figure(sd: Trace, ar: Trace | None, height: int = 380) -> go.Figure:
     add_timeline(fig, sd, row=1, legend=False)  # the timeline above carries the legend
     if ar is not None:
         add_timeline(fig, ar, row=2, legend=False)
-    _base_layout(fig, height, max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0), None)
+    base_layout(fig, height, max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0), None)
     fig.update_layout(margin=dict(t=34), showlegend=False)
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
     for row, tr, color in ((1, sd, ACCEPTED), (2, ar, TARGET)):

@@ -16,6 +16,7 @@ from specviz.ui.controller import handle_command, play, render_state, step
 from specviz.ui.history import history_section
 from specviz.ui.pair import require_pair, sidebar_pair
 from specviz.ui.replay import load_trace_file, render_replay, replay_play
+from specviz.ui.sources import load_source, replay_sources, schedule_costs
 from specviz.drafters import MAX_GAMMA
 from specviz.ui.state import (
     LiveState,
@@ -46,6 +47,7 @@ __all__ = [
     "history_section",
     "init_controls",
     "live_state",
+    "load_source",
     "load_trace_file",
     "page_chrome",
     "pick_example",
@@ -55,6 +57,8 @@ __all__ = [
     "render_replay",
     "render_state",
     "replay_play",
+    "replay_sources",
+    "schedule_costs",
     "require_pair",
     "set_cmd",
     "sidebar_pair",

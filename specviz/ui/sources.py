@@ -1,0 +1,56 @@
+"""Runs a page can show without running anything: this session's last Live run and the
+recorded traces; and the costs a schedule replay of one of them is timed with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from specviz import BadInput, Trace
+from specviz import costs as C
+from specviz.ui.chrome import recorded_traces
+from specviz.ui.lang import _
+from specviz.ui.replay import load_trace_file
+
+LAST_RUN = "last"
+
+
+def replay_sources() -> dict[str, Callable[[], Trace | None]]:
+    """Label -> loader: the session's last finished Live run first (if any), then every recorded trace."""
+    sources: dict[str, Callable[[], Trace | None]] = {}
+    live = st.session_state.get("live")
+    if live is not None and live.trace is not None and live.sd_done:
+        sources[_("This session's last Live run")] = lambda: live.trace
+    for path in recorded_traces():
+        sources[_("Recorded: ") + path.stem] = lambda path=path: load_trace_file(path.read_bytes())
+    return sources
+
+
+def load_source(sources: dict, label: str | None) -> tuple[Trace | None, str | None]:
+    """The chosen source's trace, or (None, a message saying why not)."""
+    if not sources:
+        return None, None
+    loader = sources.get(label) or next(iter(sources.values()))
+    try:
+        return loader(), None
+    except (BadInput, OSError) as exc:
+        return None, _("That run cannot be read: ") + str(exc)
+
+
+def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str]:
+    """The costs to replay ``trace`` with, and a sentence saying where they come from: the
+    forward-pass curves measured on this machine for the run's pair, device and dtype when
+    they are cached, with the run's own prefills and bookkeeping; else all from the run."""
+    own = C.from_trace(trace)
+    cfg = trace.config
+    found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype)
+    if found is None:
+        return own, _("Costs read off the run itself (its mean passes); batched draft passes for SSD's "
+                      "branches are taken as B single passes, an upper bound, until this machine's costs "
+                      "are measured (`specviz schedules` measures them once and keeps them).")
+    rows, meta = found
+    model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+    return model, _("Forward-pass costs measured on this machine on {when} ({device}, {dtype}); prefills and "
+                    "bookkeeping from the run.").format(when=meta.get("measured_at", "?"), device=cfg.device,
+                                                         dtype=cfg.dtype)

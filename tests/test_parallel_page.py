@@ -1,0 +1,101 @@
+"""The Parallel page through AppTest on the tiny pair: the user's last greedy Live run
+under serial, PEARL and SSD, redrawn by its sliders with no model re-run; in English
+and in Chinese; sampling and rank-less runs are explained, not drawn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.ui import pair as ui_pair
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGE = "pages/parallel.py"
+TIMEOUT = 90
+
+
+@pytest.fixture(autouse=True)
+def tiny_only(monkeypatch):
+    real = ui_pair.load_pair
+
+    def guarded(name, **kw):
+        assert name == "tiny", f"a test asked for the {name!r} pair"
+        return real(name, **kw)
+
+    monkeypatch.setattr(ui_pair, "load_pair", guarded)
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+
+
+def _live_run(temperature: float = 0.0) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.select_slider(key="speed").set_value("Instant")
+    at.slider(key="gamma").set_value(3)
+    at.number_input(key="max_new_tokens").set_value(32)
+    if temperature:
+        at.slider(key="temperature").set_value(temperature)
+    at.run()
+    at.button(key="run").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["live"].sd_done
+    return at
+
+
+def _parallel(at: AppTest) -> AppTest:
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_last_live_run_under_three_schedules():
+    at = _parallel(_live_run())
+    assert "This session's last Live run" in at.selectbox(key="parallel_source").value
+    figs = at.get("plotly_chart")
+    assert len(figs) == 1
+    text = " ".join(m.value for m in at.markdown)
+    assert "PEARL" in text and "4.43×" in text and "Llama-3 70B" in text
+    assert "agrees with the real run" in text, text[:400]
+    labels = [m.label for m in at.metric]
+    assert labels.count("tokens / s") == 3 and "hit rate" in labels
+
+
+def test_sliders_redraw_without_running_a_model(monkeypatch):
+    at = _parallel(_live_run())
+    before = [m.value for m in at.metric]
+    import specviz.engine
+
+    def no_model(*a, **k):
+        raise AssertionError("the Parallel page ran a model")
+
+    monkeypatch.setattr(specviz.engine.Decoding, "__next__", no_model)
+    at.slider(key="parallel_gamma").set_value(6).run()
+    at.select_slider(key="parallel_fanout").set_value(4).run()
+    assert not at.exception, at.exception
+    assert [m.value for m in at.metric] != before
+
+
+def test_in_chinese():
+    at = _live_run()
+    at.switch_page(PAGE)
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "突破串行等待" in text and "每种调度改变了什么" in text
+
+
+def test_a_sampling_run_is_explained_not_drawn():
+    at = _parallel(_live_run(temperature=0.8))
+    assert not at.get("plotly_chart")
+    assert any("greedy runs only" in w.value for w in at.warning)
+
+
+def test_a_recorded_trace_without_ranks_is_explained():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="parallel_source").value.startswith("Recorded:")
+    assert any("draft ranks" in w.value for w in at.warning) or at.get("plotly_chart")
