@@ -104,11 +104,16 @@ def real_rows_view(prop: Proposal, verdict: Verdict, emitted: list[int]) -> tupl
 
 def draft_view(q_rows: torch.Tensor, tokens: list[int]) -> tuple[list[int], list[list[int]]]:
     """For draft distributions q_rows [n, V] and the tokens emitted at those positions:
-    each token's rank under its row (0 = the draft's top choice) and the top TOP_F ids."""
-    picked = q_rows.gather(1, torch.tensor(tokens).unsqueeze(1))
-    ranks = (q_rows > picked).sum(-1).tolist()
-    top = q_rows.topk(min(TOP_F, q_rows.shape[-1]), dim=-1).indices.tolist()
-    return ranks, top
+    each token's rank under its row (0 = the draft's top choice) and the top TOP_F ids.
+
+    Ties (common in bf16) are broken as argmax breaks them, by the lower id first, so a
+    token has rank 0 exactly when the greedy draft would have proposed it."""
+    picked = torch.tensor(tokens).unsqueeze(1)
+    value = q_rows.gather(1, picked)
+    ids = torch.arange(q_rows.shape[-1]).unsqueeze(0)
+    ranks = ((q_rows > value) | ((q_rows == value) & (ids < picked))).sum(-1).tolist()
+    order = torch.sort(q_rows, dim=-1, descending=True, stable=True).indices
+    return ranks, order[:, :TOP_F].tolist()
 
 
 def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int],

@@ -74,3 +74,16 @@ def test_no_view_where_a_replay_would_mean_nothing(tiny_pair, which):
     else:
         trace = run_ar(tiny_pair, max_new_tokens=16)
     assert trace.draft_ranks == [] and trace.draft_top == []
+
+
+def test_ties_rank_as_argmax_breaks_them():
+    """bf16 rows often hold exact ties: the lower id wins, as argmax picks it."""
+    import torch
+
+    from specviz.engine import draft_view
+
+    q = torch.tensor([[0.1, 0.4, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]])
+    ranks, top = draft_view(q, [2, 0])
+    assert ranks == [1, 0]
+    assert top[0][:2] == [1, 2] and top[1][:4] == [0, 1, 2, 3]
+    assert int(q[0].argmax()) == 1

@@ -1,0 +1,69 @@
+"""The serial schedule's replay checked against real runs of the engine.
+
+For each prompt and gamma: one real greedy speculative run, then its serial replay
+(specviz.schedules.serial) with this machine's measured forward-pass costs
+(specviz.costs.load_or_measure: measured once per pair, device and dtype, then cached)
+and the run's own prefills and bookkeeping. The rounds must match exactly (the same
+proposals, acceptances and emitted tokens, round by round) and the wall time agree
+within 10%. The PEARL and SSD replays of the same run are printed beside it.
+
+    python bench/schedules_check.py                      # default pair, code and prose, gamma 1..8
+    python bench/schedules_check.py --pair tiny --gammas 2 4
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from specviz import costs as C
+from specviz import parallel
+from specviz.engine import speculative
+from specviz.models import load_pair
+from specviz.trace import RunConfig
+
+PROMPTS = {
+    "code": "Write a Python function that checks whether a number is prime, with a docstring.",
+    "json": "Return a JSON object describing a book with keys title, author, year and tags.",
+    "prose": "Explain in three sentences why the sky is blue.",
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pair", default="default")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--gammas", type=int, nargs="+", default=list(range(1, 9)))
+    ap.add_argument("--prompts", nargs="+", default=["code", "prose"], choices=list(PROMPTS))
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--refresh", action="store_true", help="measure the forward-pass costs again")
+    args = ap.parse_args()
+
+    pair = load_pair(args.pair, dtype=args.dtype)
+    rows, meta = C.load_or_measure(pair, context_length=min(300, pair.context_length - 64), refresh=args.refresh)
+    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}; forward costs "
+          f"{'from the cache' if meta['cached'] else 'measured now'} ({meta['measured_at']})\n")
+    head = (f"{'prompt':<6} {'γ':>2} | {'rounds':>6} {'sim':>4} {'same':>4} | {'real ms':>8} {'sim ms':>8} "
+            f"{'error':>6} | {'serial':>6} {'PEARL':>6} {'SSD':>6} tok/s (sim) | SSD hits")
+    print(head)
+    print("-" * len(head))
+    failures = 0
+    for name in args.prompts:
+        for g in args.gammas:
+            trace = speculative(pair, RunConfig(prompt=PROMPTS[name], gamma=g,
+                                                max_new_tokens=args.max_new_tokens)).run()
+            own = C.from_trace(trace)
+            model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+            check = parallel.check_serial(trace, model)
+            res = parallel.replay(trace, model, parallel.settings_for(trace))
+            failures += not check.ok
+            print(f"{name:<6} {g:>2} | {check.real_rounds:6d} {check.sim_rounds:4d} "
+                  f"{'yes' if check.rounds_match else 'NO':>4} | {check.real_wall_ms:8.0f} "
+                  f"{check.sim_wall_ms:8.0f} {check.wall_error:+6.1%} | {res['serial'].tokens_per_second:6.2f} "
+                  f"{res['pearl'].tokens_per_second:6.2f} {res['ssd'].tokens_per_second:6.2f}             | "
+                  f"{res['ssd'].hit_rate:.0%}", flush=True)
+    print(f"\n{failures} of {len(args.prompts) * len(args.gammas)} cells outside the check "
+          f"(rounds must match; wall within ±{parallel.WALL_TOLERANCE:.0%})")
+
+
+if __name__ == "__main__":
+    main()
