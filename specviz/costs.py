@@ -28,8 +28,8 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -439,15 +439,16 @@ def cache_path(pair, context_length: int, grid: Iterable[Sequence] = LATENCY_GRI
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to a temporary sibling and rename it over ``path``: never half a file."""
+    """Write JSON to a temporary sibling and rename it over ``path``: never half a file.
+    (Created with open(), not mkstemp, so the file gets the umask's mode, not 0600.)"""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".partial", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     try:
-        with os.fdopen(fd, "w") as f:
+        with open(tmp, "x") as f:
             json.dump(data, f, indent=1)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
