@@ -93,9 +93,27 @@ def test_a_sampling_run_is_explained_not_drawn():
     assert any("greedy runs only" in w.value for w in at.warning)
 
 
-def test_a_recorded_trace_without_ranks_is_explained():
+def test_a_recorded_trace_replays_with_no_model_run():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
     assert at.selectbox(key="parallel_source").value.startswith("Recorded:")
-    assert any("draft ranks" in w.value for w in at.warning) or at.get("plotly_chart")
+    assert len(at.get("plotly_chart")) == 1
+    assert not at.warning
+
+
+def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
+    """A trace recorded before ranks existed (or with them stripped) says why it cannot replay."""
+    import specviz.ui.chrome as chrome
+    from specviz import Trace
+
+    src = sorted((ROOT / "assets" / "traces").glob("*.json"))[0]
+    trace = Trace.load(src)
+    trace.draft_ranks, trace.draft_top = [], []
+    trace.save(tmp_path / "old.json")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    assert not at.get("plotly_chart")
+    assert any("draft ranks" in w.value for w in at.warning)
