@@ -37,23 +37,6 @@ overlapping the two: PEARL pre-verifies while drafting, and speculative speculat
 (Saguaro) pre-drafts a continuation for each likely verification outcome.
 """
     )
-with right:
-    st.markdown("#### The marks")
-    st.html(F.legend_html())
-    st.markdown("#### The numbers")
-    st.markdown(
-        """
-- **acceptance rate**: accepted ÷ drafted tokens
-- **tokens / round** (mean acceptance length): 1 + accepted ÷ rounds
-- **cost ratio c**: draft pass time ÷ target pass time
-
-If each draft token survives with probability α (not the acceptance rate: a round stops
-at its first rejection, so the app infers α from tokens / round), a round yields on average
-"""
-    )
-    st.latex(r"\frac{1-\alpha^{\gamma+1}}{1-\alpha}\ \text{tokens, and a speedup of}\ "
-             r"\frac{1-\alpha^{\gamma+1}}{(1-\alpha)(\gamma c+1)}")
-    st.markdown("A gain needs α > c; the best γ is the whole number that maximises the speedup.")
     st.markdown("#### At the projector")
     keys = ui.SHORTCUTS
     st.markdown(
@@ -65,3 +48,23 @@ at its first rejection, so the app infers α from tokens / round), a round yield
 - The theme (light or dark) follows your system; change it in the ⋮ menu, top right.
 """
     )
+with right:
+    st.markdown("#### The marks")
+    st.html(F.legend_html())
+    st.markdown("#### The numbers")
+    st.markdown(
+        """
+- **acceptance rate**: accepted ÷ drafted tokens
+- **tokens / round** (mean acceptance length): 1 + accepted ÷ rounds
+- **cost ratio c**: draft pass time ÷ target pass time
+
+Let α be the per-token acceptance probability: the chance that one draft token survives. It is
+not the acceptance rate (a round stops at its first rejection, so the app infers α from
+tokens / round). A round then yields on average
+"""
+    )
+    st.latex(r"\frac{1-\alpha^{\gamma+1}}{1-\alpha}\ \text{tokens,}")
+    st.markdown("and the expected speedup over the target alone is")
+    st.latex(r"\frac{1-\alpha^{\gamma+1}}{(1-\alpha)(\gamma c+1)}")
+    st.markdown("Speculation can only pay off when α > c; the best γ is the whole number that maximises "
+                "the speedup.")

@@ -78,7 +78,10 @@ def _restart():
 
 
 with st.sidebar:
-    ss[slider_key] = ss[pos_key]
+    # The slider shows the round on screen: while playing, the one being animated. Play
+    # advances a round per script run (ui.replay_play), so the slider follows it.
+    playing = ss["replay_playing"] and ss[pos_key] < n
+    ss[slider_key] = ss[pos_key] + 1 if playing else ss[pos_key]
     st.slider("Show up to round", 0, max(n, 1), key=slider_key, on_change=_sync_slider, disabled=n == 0)
     b = st.columns(2)
     b[0].button("Play", key="replay_play", type="primary", icon=":material/slow_motion_video:", width="stretch",
@@ -94,8 +97,8 @@ ui.sidebar_pair()
 
 # --- figures out (main) ------------------------------------------------------------------
 cfg = trace.config
-st.caption(f"**{cfg.draft or 'draft'} → {cfg.target or 'target'}** · {cfg.mode} · γ={cfg.gamma} · "
-           f"temperature {cfg.temperature:g} · prompt: {cfg.prompt[:90]!r}")
+st.caption(f"Recorded with **{cfg.draft or 'draft'} → {cfg.target or 'target'}** · {cfg.mode} · "
+           f"γ={cfg.gamma} · temperature {cfg.temperature:g} · prompt: {cfg.prompt[:90]!r}")
 view = ui.RunView(race_section=False)
 ui.render_replay(view, trace, ss[pos_key])
 if ss["replay_playing"]:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from specviz import ModelError, Trace, ui
+from specviz import ModelError, ui
 from specviz.drafters import MAX_GAMMA
 from specviz.ui import pair as ui_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ("pages/live.py", "pages/replay.py", "pages/about.py")
+PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py")
 TIMEOUT = 90
 
 
@@ -82,7 +83,7 @@ def test_switching_pages_keeps_the_tiny_pair(monkeypatch):
     try:
         at = AppTest.from_file(APP, default_timeout=TIMEOUT)
         at.run()
-        for page in ("pages/about.py", "pages/replay.py", "pages/live.py", "pages/replay.py"):
+        for page in ("pages/about.py", "pages/replay.py", "pages/live.py", "pages/parallel.py", "pages/replay.py"):
             at.switch_page(page).run()
             assert not at.exception, (page, at.exception)
             assert at.selectbox(key="pair_name").value == "tiny", page
@@ -330,12 +331,7 @@ def test_replay_play_moves_the_slider_round_by_round(replay_page, monkeypatch):
     seen = []  # (round being animated, the slider's value at that moment)
 
     def animate(view, trace, rnd, speed):
-        seen.append((rnd.index + 1, st_session()[key]))
-
-    def st_session():
-        import streamlit as st
-
-        return st.session_state
+        seen.append((rnd.index + 1, st.session_state[key]))
 
     monkeypatch.setattr(ui_replay, "animate_round", animate)  # no slow motion, just a record
     at.button(key="replay_restart").click().run()

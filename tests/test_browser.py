@@ -1,15 +1,19 @@
 """The app in a real browser: Debian's Chromium driven by Playwright, on the tiny pair.
 
-The server runs `streamlit run app.py` headless on a free port; the test waits for the
-app to be connected and idle, steps with the keyboard shortcut, presses Run, waits for
-the run to finish, and checks the marks and the timeline on the page. Screenshots go
-to artifacts/ (git-ignored). Never downloads a browser: it uses /usr/bin/chromium.
+The server runs `streamlit run app.py` headless on a free port. Every wait is for a
+condition, never a fixed time: for the app to finish its script run (as Streamlit's own
+end-to-end tests do: `data-test-script-state="notRunning"`, no stale elements) and for
+the content a step should produce (Playwright's `expect`, which retries until it holds).
+Screenshots at 1280×720 go to artifacts/ (git-ignored). Never downloads a browser: it
+uses /usr/bin/chromium.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -24,13 +28,15 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-IDLE = '[data-testid="stApp"][data-test-connection-state="CONNECTED"][data-test-script-state="notRunning"]'
+VIEWPORT = {"width": 1280, "height": 720}  # a classroom projector
+RUN_TIMEOUT_MS = 120_000
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason="needs Debian's Chromium at /usr/bin/chromium"),
 ]
 sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
 
 
 def _free_port() -> int:
@@ -63,7 +69,7 @@ def server():
                         break
             if time.monotonic() > deadline:
                 pytest.fail("streamlit did not answer its health check within 60 s")
-            time.sleep(0.3)
+            time.sleep(0.3)  # between health checks only
         yield url
     finally:
         proc.terminate()
@@ -85,68 +91,247 @@ def browser():
             b.close()
 
 
-def _idle(page, timeout_ms: int = 60_000) -> None:
-    page.wait_for_selector(IDLE, timeout=timeout_ms)
+# --- helpers ----------------------------------------------------------------------------
+
+def _wait_for_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until the app is connected, its script run has finished and no element is stale
+    (what Streamlit's own e2e tests wait for). Only meaningful after an expect on content
+    that the run produces: right after a click the previous run's idle state still shows."""
+    app = page.locator('[data-testid="stApp"]')
+    expect(app).to_have_attribute("data-test-connection-state", "CONNECTED", timeout=timeout_ms)
+    expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout_ms)
+    expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=timeout_ms)
 
 
-def _open(browser, url: str, scheme: str):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720}, color_scheme=scheme)
+def _open(browser, url: str, scheme: str = "light", path: str = ""):
+    """A fresh session at 1280×720. With ``path`` ("about", "replay"), the page is opened by
+    its address in a new session once the pair is loaded (a click in the top navigation
+    would do the same, but see test_app.py::test_switching_pages_keeps_the_tiny_pair)."""
+    ctx = browser.new_context(viewport=VIEWPORT, color_scheme=scheme)
     page = ctx.new_page()
     page.goto(url)
-    page.get_by_role("button", name="Run").first.wait_for(timeout=90_000)  # the pair has loaded
-    _idle(page)
+    expect(_button(page, "run")).to_be_visible(timeout=90_000)  # the pair has loaded
+    _wait_for_run(page)
+    if path:
+        page.goto(f"{url}/{path}")
+        expect(page.locator('[data-testid="stMain"]')).to_be_visible()
     return ctx, page
 
 
-def _no_exceptions(page) -> None:
-    assert page.locator('[data-testid="stException"]').count() == 0
-    text = page.locator('[data-testid="stMain"]').inner_text()
-    assert "Traceback" not in text and "DuplicateElement" not in text
+def _button(page, key: str):
+    """A button by its widget key (names can clash: "Run" is also in "Last run JSON")."""
+    return page.locator(f".st-key-{key} button").filter(visible=True)  # not Streamlit's hidden sizing copy
 
+
+def _status(page):
+    return page.locator(".sv-status")
+
+
+def _no_exceptions(page) -> None:
+    expect(page.locator('[data-testid="stException"]')).to_have_count(0)
+    main = page.locator('[data-testid="stMain"]')
+    expect(main).not_to_contain_text("Traceback")
+    expect(main).not_to_contain_text("DuplicateElement")
+
+
+def _timeline(page):
+    return page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
+
+
+def _timeline_drawn(page) -> None:
+    """Plotly draws after the script run ends: wait for the timeline's bars (11 or more)."""
+    expect(_timeline(page).locator(".barlayer .point").nth(10)).to_be_attached()
+
+
+def _shot(page, name: str) -> None:
+    page.mouse.move(VIEWPORT["width"] - 5, VIEWPORT["height"] - 5)  # no hover tooltip in the picture
+    expect(page.locator('[data-testid="stTooltipContent"]')).to_have_count(0)
+    page.screenshot(path=str(ARTIFACTS / name))
+
+
+def _run_to_done(page) -> None:
+    """Press Run on a fresh page (no earlier run) and wait for the run and its race to end."""
+    _button(page, "run").click()
+    expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    _wait_for_run(page)
+
+
+def _rgb(css: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", css)[:3]]
+
+
+# --- Live -------------------------------------------------------------------------------
 
 def test_run_shows_marks_and_timeline(server, browser):
     ctx, page = _open(browser, server, "light")
     try:
-        page.screenshot(path=str(ARTIFACTS / "browser-light-start.png"))
-        assert page.locator(".sv-hint").count() >= 1  # empty strip, waiting for a run
+        _shot(page, "browser-light-start.png")
+        expect(page.locator(".sv-hint")).not_to_have_count(0)  # empty strip, waiting for a run
+        gamma = page.locator(".st-key-gamma").get_by_role("slider")
+        expect(page.locator(".st-key-gamma [data-testid='stSliderThumbValue']")).to_have_text("γ = 4")
+        expect(page.get_by_text("γ · draft length", exact=True)).to_be_visible()  # a label a class can read
 
         # Step with its keyboard shortcut: exactly one round appears
-        page.get_by_role("slider").first.blur()
+        gamma.blur()
         page.locator("body").press("s")
-        page.wait_for_selector(".sv-status:has-text('Round 1')", timeout=60_000)
-        _idle(page)
-        assert page.locator(".sv-round").count() == 1
-        assert page.locator(".sv-tok").count() >= 1
+        expect(_status(page)).to_contain_text("Round 1", timeout=60_000)
+        _wait_for_run(page)
+        expect(page.locator(".sv-strip .sv-round")).to_have_count(1)
+        expect(page.locator(".sv-tok").first).to_be_visible()
 
-        # Run to the end
-        page.get_by_role("button", name="Run").first.click()
-        page.wait_for_selector(".sv-badge:has-text('done')", timeout=120_000)
-        _idle(page)
-        page.wait_for_timeout(500)  # let plotly finish drawing
-        page.screenshot(path=str(ARTIFACTS / "browser-light-run.png"))
+        # Run to the end (a new run: the stepped one is replaced)
+        _run_to_done(page)
+        _timeline_drawn(page)
+        _shot(page, "browser-light-run.png")
 
-        assert page.locator(".sv-strip .sv-tok.sv-acc").count() > 0
-        assert page.locator(".sv-strip .sv-tok.sv-rej").count() > 0
-        assert page.locator(".sv-strip .sv-tok.sv-fix").count() > 0
-        assert page.locator(".sv-legend").count() == 1
-        plain = page.locator(".sv-plain").inner_text()
-        assert plain.strip() and "nothing yet" not in plain
+        expect(page.locator(".sv-strip .sv-tok.sv-acc").first).to_be_attached()
+        expect(page.locator(".sv-strip .sv-tok.sv-rej").first).to_be_attached()
+        expect(page.locator(".sv-strip .sv-tok.sv-fix").first).to_be_attached()
+        expect(page.locator(".sv-legend")).to_have_count(1)
 
         charts = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot')
-        assert charts.count() >= 3  # timeline, per-position acceptance, race (+ history)
-        timeline = charts.first
-        assert timeline.locator(".barlayer .point").count() > 10  # forward passes and waits
-        ticks = " ".join(timeline.locator(".ytick text").all_text_contents())
+        expect(charts.nth(2)).to_be_attached()  # timeline, per-position acceptance, race (+ history)
+        ticks = " ".join(_timeline(page).locator(".ytick text").all_text_contents())
         assert "Draft" in ticks and "Target" in ticks and "idle" in ticks
-        assert "ms" in " ".join(timeline.locator(".xtick text").all_text_contents())
+        assert "ms" in " ".join(_timeline(page).locator(".xtick text").all_text_contents())
 
-        assert page.get_by_text("Speedup").count() >= 1
-        assert page.locator('[data-testid="stDataFrame"]').count() == 1  # run history
+        expect(page.get_by_text("Speedup").first).to_be_visible()
+        expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)  # run history
         _no_exceptions(page)
 
         page.locator('[data-testid="stPlotlyChart"]').first.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        page.screenshot(path=str(ARTIFACTS / "browser-light-timeline.png"))
+        expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_in_viewport()
+        _shot(page, "browser-light-timeline.png")
+    finally:
+        ctx.close()
+
+
+def test_gamma_label_keeps_the_toolbar_aligned(server, browser):
+    """The γ slider's visible label sits above it; the slider's track stays level with the buttons."""
+    ctx, page = _open(browser, server, "light")
+    try:
+        label = page.locator(".st-key-gamma [data-testid='stWidgetLabel']")
+        expect(label).to_contain_text("γ · draft length")
+        track = page.locator(".st-key-gamma [data-testid='stSliderThumbValue']").locator("xpath=..").bounding_box()
+        run = _button(page, "run").bounding_box()
+        lab = label.bounding_box()
+        assert lab["y"] + lab["height"] <= track["y"], "the label overlaps the slider"
+        thumb_mid = track["y"] + track["height"] / 2
+        run_mid = run["y"] + run["height"] / 2
+        assert abs(thumb_mid - run_mid) <= run["height"] / 2, (thumb_mid, run_mid)
+        assert lab["y"] >= 60  # below the top navigation, not under it
+    finally:
+        ctx.close()
+
+
+def test_status_reads_starting_right_after_run(server, browser):
+    """Right after Run the status says "Starting", before the first round lands.
+
+    On the tiny pair a run takes a second or two, so a poll could miss a short-lived
+    status; a MutationObserver installed before the click records every status the page
+    ever shows, with the number of rounds on screen at that moment."""
+    ctx, page = _open(browser, server, "light")
+    try:
+        before = _status(page).inner_text()
+        assert "Starting" not in before
+        page.evaluate("""() => {
+            window.__svLog = [];
+            const record = () => {
+                const s = document.querySelector('.sv-status');
+                window.__svLog.push({status: s ? s.textContent : '',
+                                     rounds: document.querySelectorAll('.sv-strip .sv-round').length});
+            };
+            new MutationObserver(record).observe(document.body,
+                {subtree: true, childList: true, characterData: true});
+        }""")
+        _button(page, "run").click()
+        page.wait_for_function("() => window.__svLog.some(e => e.status.includes('Starting'))",
+                               timeout=30_000)
+        expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        _wait_for_run(page)
+        log = page.evaluate("window.__svLog")
+        shown = [e for e in log if e["status"] and e["status"] != before]
+        assert shown, "the status never changed after Run"
+        assert "Starting" in shown[0]["status"], f"the first status after Run was {shown[0]['status']!r}"
+        assert shown[0]["rounds"] == 0, "Starting appeared only after a round was on screen"
+        first_round = next(i for i, e in enumerate(log) if e["rounds"] > 0)
+        assert any("Starting" in e["status"] for e in log[:first_round])
+        _no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+def test_full_output_is_visible_after_a_run(server, browser):
+    """After a run the whole output sits in one plain-text box (with a copy button),
+    tall enough to show it all: the old box showed two lines."""
+    ctx, page = _open(browser, server, "light")
+    try:
+        # A short prompt and room for 256 new tokens: on the tiny pair (one character per
+        # token, a 256-token context) that is over 200 characters, three lines or more.
+        prompt = page.locator(".st-key-prompt textarea")
+        prompt.fill("Hi")
+        prompt.press("Control+Enter")
+        expect(prompt).to_have_value("Hi")
+        _wait_for_run(page)
+        page.get_by_text("Sampling and length").click()
+        max_new = page.locator(".st-key-max_new_tokens input")
+        max_new.fill("256")
+        max_new.press("Enter")
+        expect(max_new).to_have_value("256")
+        _wait_for_run(page)
+        max_new.blur()
+        race = page.locator(".st-key-race input")
+        page.locator(".st-key-race label").click()  # no race: this test is about the output alone
+        expect(race).not_to_be_checked()
+        _wait_for_run(page)
+
+        _run_to_done(page)
+        with page.expect_download() as dl:
+            _button(page, "dl_trace").click()
+        trace = json.loads(Path(dl.value.path()).read_text(encoding="utf-8"))
+        text = trace["output_text"]
+        assert len(text) > 200, len(text)
+
+        box = page.locator(".st-key-sv-output")
+        code = box.locator('[data-testid="stCode"] code')
+        expect(box).to_be_visible()
+        expect(code).to_be_visible()
+        assert code.text_content().rstrip("\n") == text.rstrip("\n"), "the box does not hold the whole output"
+        expect(box.get_by_role("button", name="Copy to clipboard")).to_be_attached()  # Streamlit's copy button
+        box.scroll_into_view_if_needed()
+        m = code.evaluate("""c => {
+            const pre = c.closest('pre');
+            return {line: parseFloat(getComputedStyle(c).lineHeight), box: pre.getBoundingClientRect().height,
+                    scroll: pre.scrollHeight, client: pre.clientHeight,
+                    scrollW: pre.scrollWidth, clientW: pre.clientWidth};
+        }""")
+        assert m["box"] > 2 * m["line"], f"the box is {m['box']:.0f} px high, two lines {2 * m['line']:.0f} px"
+        assert m["scroll"] <= m["client"] + 1, f"the output is cut off: {m}"
+        assert m["scrollW"] <= m["clientW"] + 1, f"the output runs off to the side: {m}"
+        _shot(page, "browser-output.png")
+        _no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+def test_second_run_measures_its_own_baseline(server, browser):
+    """Two Runs in a row with the race on: the second times the target alone afresh
+    (a reused baseline says "reused from run N"; by default none is reused)."""
+    ctx, page = _open(browser, server, "light")
+    try:
+        race_toggle = page.locator(".st-key-race input")
+        expect(race_toggle).to_be_checked()
+        race = page.locator('[data-testid="stColumn"]').filter(has_text="Race: speculative vs the target").last
+        _run_to_done(page)
+        expect(race).to_contain_text("Speedup")
+        _button(page, "run").click()
+        # once the second run is recorded, the numbers compare it with run 1
+        expect(page.locator('[data-testid="stMetricDelta"]', has_text="#1").first).to_be_visible(
+            timeout=RUN_TIMEOUT_MS)
+        _wait_for_run(page)
+        expect(race).to_contain_text("Speedup")
+        expect(race).not_to_contain_text("reused")
+        _no_exceptions(page)
     finally:
         ctx.close()
 
@@ -156,17 +341,15 @@ def test_dark_theme_is_legible(server, browser):
     try:
         bg = page.evaluate(
             "getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor")
-        rgb = [int(x) for x in bg[bg.index("(") + 1: bg.index(")")].split(",")[:3]]
-        assert sum(rgb) < 3 * 80, f"the app did not follow the dark colour scheme: {bg}"
+        assert sum(_rgb(bg)) < 3 * 80, f"the app did not follow the dark colour scheme: {bg}"
         page.locator("body").press("g")  # Run's keyboard shortcut
-        page.wait_for_selector(".sv-badge:has-text('done')", timeout=120_000)
-        _idle(page)
-        page.wait_for_timeout(500)
+        expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        _wait_for_run(page)
+        _timeline_drawn(page)
         color = page.evaluate("getComputedStyle(document.querySelector('.sv-strip-in')).color")
-        rgb = [int(x) for x in color[color.index("(") + 1: color.index(")")].split(",")[:3]]
-        assert sum(rgb) > 3 * 170, f"token text is not light on the dark theme: {color}"
-        assert page.locator(".sv-strip .sv-tok.sv-acc").count() > 0
-        page.screenshot(path=str(ARTIFACTS / "browser-dark-run.png"))
+        assert sum(_rgb(color)) > 3 * 170, f"token text is not light on the dark theme: {color}"
+        expect(page.locator(".sv-strip .sv-tok.sv-acc").first).to_be_attached()
+        _shot(page, "browser-dark-run.png")
         _no_exceptions(page)
     finally:
         ctx.close()
@@ -176,17 +359,105 @@ def test_autoplay_is_slowed_and_stop_halts_it(server, browser):
     ctx, page = _open(browser, server, "light")
     try:
         page.locator("body").press("a")  # Autoplay's shortcut
-        page.wait_for_selector(".sv-badge:has-text('slow motion')", timeout=30_000)
-        assert "real" in page.locator(".sv-status").inner_text()  # says its timings are the real ones
-        page.wait_for_selector(".sv-tok.sv-pend", timeout=30_000)  # the draft's tokens appear, pending
-        page.wait_for_timeout(2500)
-        assert page.get_by_role("button", name="Stop").last.is_enabled()
+        expect(page.locator(".sv-badge", has_text="slow motion")).to_be_visible(timeout=30_000)
+        expect(_status(page)).to_contain_text("real")  # says its timings are the real ones
+        expect(page.locator(".sv-tok.sv-pend").first).to_be_visible(timeout=30_000)  # the draft's tokens, pending
+        stop = _button(page, "stop")
+        expect(stop).to_be_enabled()
         page.locator("body").press("x")  # Stop's shortcut
-        page.wait_for_selector(".sv-status:has-text('Stopped after round')", timeout=10_000)
-        _idle(page)
+        expect(_status(page)).to_contain_text("Stopped after round", timeout=10_000)
+        _wait_for_run(page)
+        expect(stop).to_be_disabled()  # nothing plays any more
         rounds = page.locator(".sv-strip .sv-round").count()
-        page.wait_for_timeout(2000)
-        assert page.locator(".sv-strip .sv-round").count() == rounds >= 1  # it stays stopped
+        assert rounds >= 1
+        expect(_status(page)).to_contain_text(f"Stopped after round {rounds}.")
+        # It stayed where it stopped: one Step adds exactly one round to the same run.
+        page.locator("body").press("s")
+        expect(_status(page)).to_contain_text(f"Round {rounds + 1}", timeout=60_000)
+        _wait_for_run(page)
+        expect(page.locator(".sv-strip .sv-round")).to_have_count(rounds + 1)
+        _no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+# --- How it works -----------------------------------------------------------------------
+
+def test_how_it_works_formulas_fit(server, browser):
+    """At 1280×720 every formula shows whole: no hidden horizontal scroll."""
+    ctx, page = _open(browser, server, "light", path="about")
+    try:
+        expect(page.get_by_role("heading", name="How speculative decoding works")).to_be_visible(timeout=60_000)
+        _wait_for_run(page)
+        displays = page.locator(".katex-display")
+        expect(displays.nth(1)).to_be_attached()  # tokens per round, and the speedup
+        for el in displays.all() + page.locator(".katex-display .katex").all():
+            m = el.evaluate("e => ({sw: e.scrollWidth, cw: e.clientWidth})")
+            assert m["sw"] <= m["cw"] + 1, f"a formula is cut off: {m}"
+        main = page.locator('[data-testid="stMain"]')
+        expect(main).to_contain_text("Speculation can only pay off when α > c")
+        expect(main).not_to_contain_text("acceptance beats c")
+        _shot(page, "browser-about.png")
+        displays.last.scroll_into_view_if_needed()
+        expect(displays.last).to_be_in_viewport()
+        _shot(page, "browser-about-formulas.png")
+        _no_exceptions(page)
+    finally:
+        ctx.close()
+
+
+# --- Replay -----------------------------------------------------------------------------
+
+def test_replay_slider_follows_play(server, browser):
+    """Play moves the "Show up to round" slider with the round on screen; Step and the slider work."""
+    ctx, page = _open(browser, server, "light", path="replay")
+    try:
+        side = page.locator('[data-testid="stSidebar"]')
+        source = page.locator(".st-key-replay_source [data-testid=stSelectbox]")
+        expect(source).to_be_visible(timeout=60_000)
+        source.click()
+        page.get_by_role("option", name="Recorded: code-gamma4").click()
+        expect(_status(page)).to_contain_text("Replay: all 16 rounds")
+        _wait_for_run(page)
+        rounds = side.get_by_role("slider", name="Show up to round")
+        expect(rounds).to_have_value("16")
+
+        speed = page.locator(".st-key-replay_speed").get_by_role("slider")
+        speed.focus()
+        speed.press("ArrowLeft")  # Normal -> Fast
+        expect(speed).to_have_attribute("aria-valuetext", "Fast")
+        _wait_for_run(page)
+
+        _button(page, "replay_restart").click()
+        expect(rounds).to_have_value("0")
+        expect(_status(page)).to_contain_text("round 0 of 16")
+        _wait_for_run(page)
+
+        _button(page, "replay_play").click()
+        expect(rounds).to_have_value("1", timeout=30_000)
+        expect(rounds).to_have_value("2", timeout=30_000)  # it follows the play, round by round
+        expect(page.locator(".sv-badge", has_text="slow motion")).to_be_visible()
+        expect(_button(page, "replay_stop")).to_be_enabled()
+        _shot(page, "browser-replay-playing.png")
+
+        speed.focus()
+        speed.press("ArrowLeft")  # Fast -> Instant: the play goes on, without slow motion
+        expect(rounds).to_have_value("16", timeout=60_000)
+        expect(_status(page)).to_contain_text("Replay: all 16 rounds")
+        _wait_for_run(page)
+        expect(_button(page, "replay_stop")).to_be_disabled()
+        _timeline_drawn(page)
+        _shot(page, "browser-replay-end.png")
+
+        # Step from the end starts again at round 1; the slider's keys move it by one round
+        _button(page, "replay_step").click()
+        expect(rounds).to_have_value("1")
+        _wait_for_run(page)
+        rounds.focus()
+        rounds.press("ArrowRight")
+        expect(rounds).to_have_value("2")
+        expect(_status(page)).to_contain_text("Round 2")
+        _wait_for_run(page)
         _no_exceptions(page)
     finally:
         ctx.close()

@@ -206,12 +206,11 @@ def sidebar_pair(divider: bool = True):
     sidebar. Every page calls it once, after its own sidebar widgets. Returns the card's
     placeholder, so a wait for the pair can keep it current."""
     ss = st.session_state
-    if "pair_name" not in ss:
-        ss["pair_name"] = env_pair()
     with st.sidebar:
         if divider:
             st.divider()
-        st.selectbox("Model pair", list(PAIRS), format_func=PAIRS.get, key="pair_name", persist_state="session",
+        st.selectbox("Model pair", list(PAIRS), index=list(PAIRS).index(env_pair()), format_func=PAIRS.get,
+                     key="pair_name", persist_state="session",
                      help="Set SPECVIZ_PAIR=tiny|default to choose at start-up.")
         if ss["pair_name"] == "default":
             st.selectbox("Precision", list(PAIR_DTYPES), format_func=PAIR_DTYPES.get, key="pair_dtype",

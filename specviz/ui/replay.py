@@ -2,7 +2,8 @@
 
 A trace is read from a JSON file (``load_trace_file``, a readable ``BadInput`` when it
 is not one), drawn on a ``RunView`` as it stood after a given round
-(``render_replay``), and played forward in slow motion from there (``replay_play``).
+(``render_replay``), and played forward in slow motion from there, one round per
+script run (``replay_play``).
 The timings shown are the ones recorded.
 """
 
@@ -48,14 +49,15 @@ def render_replay(view: RunView, trace: Trace, pos: int) -> None:
 
 
 def replay_play(view: RunView, trace: Trace, speed: float, pos_key: str) -> None:
-    """Animate the rounds after the current position, one by one, keeping the position in state."""
+    """Animate the round after the current position, then rerun the page for the next one.
+
+    One round per script run: each rerun redraws the whole page, so the sidebar's round
+    slider (drawn before this) follows the played position. A click on Stop, Step or the
+    slider interrupts the animation; its callback has already set the position."""
     ss = st.session_state
-    while ss.get("replay_playing") and ss[pos_key] < len(trace.rounds):
-        rnd = trace.rounds[ss[pos_key]]
-        if speed > 0:
-            animate_round(view, trace, rnd, speed)
+    if ss.get("replay_playing") and ss[pos_key] < len(trace.rounds):
+        animate_round(view, trace, trace.rounds[ss[pos_key]], speed)  # nothing to animate at speed 0
         ss[pos_key] += 1
-        if speed <= 0:
-            render_replay(view, trace, ss[pos_key])
+        ss["replay_playing"] = ss[pos_key] < len(trace.rounds)
+        st.rerun()
     ss["replay_playing"] = False
-    st.rerun()
