@@ -130,7 +130,49 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
         p.add_argument("--json", type=Path, help="write the trace(s) as JSON to this file")
         p.add_argument("--quiet", action="store_true", help="print no rounds, only the summary")
+    _cost_curve_parser(sub, DEVICES, DTYPES, PAIRS)
+    _sweep_parser(sub)
     return parser
+
+
+def _int_list(text: str) -> list[int]:
+    """``1,2,4,8`` or ``1-32`` or ``1-8,16,32``: sorted distinct integers >= 1."""
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            a, b = int(lo), int(hi or lo)
+            if a < 1 or b < a:
+                raise ValueError
+            out.update(range(a, b + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give integers >= 1, e.g. 1,2,4,8 or 1-32") from None
+    return sorted(out)
+
+
+def _cost_curve_parser(sub, devices, dtypes, pairs) -> None:
+    """``specviz cost-curve``: the verify-cost curve (specviz.costs), measured once and cached."""
+    from specviz.costs import CURVE_BATCHES, CURVE_CONTEXT, SPARSE_CURVE_TOKENS
+
+    p = sub.add_parser(
+        "cost-curve", help="time one forward pass of each model against the tokens it reads, at batch 1, 4, 16",
+        description="Time one forward pass of the target and of the draft over k new tokens, for each batch "
+                    "size, at a realistic context: the verify-cost curve. Measured once per pair, device, "
+                    "dtype, context and grid, then read from the cache.")
+    p.add_argument("--json", type=Path, required=True, help="write the curve as JSON to this file")
+    p.add_argument("--tokens", type=_int_list, default=list(SPARSE_CURVE_TOKENS),
+                   help="new tokens per pass (default 1,2,4,8,16,32: minutes on a CPU; the full 1..32 grid "
+                        "is --tokens 1-32, which takes 20 minutes or more)")
+    p.add_argument("--batches", type=_int_list, default=list(CURVE_BATCHES), help="batch sizes (default 1,4,16)")
+    p.add_argument("--repeats", type=int, default=3, help="timed passes per point, after one warm-up (default 3)")
+    p.add_argument("--context-length", type=int, default=CURVE_CONTEXT,
+                   help=f"tokens already in the cache before each pass (default {CURVE_CONTEXT})")
+    p.add_argument("--refresh", action="store_true", help="measure again even when the cache has the curve")
+    p.add_argument("--pair", choices=list(pairs), help="a named pair (default: default)")
+    p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
+    p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
+    p.add_argument("--device", default="auto", choices=list(devices))
+    p.add_argument("--dtype", default="auto", choices=["auto", *dtypes])
 
 
 def _config(args: argparse.Namespace) -> RunConfig:
@@ -251,14 +293,247 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
         })
 
 
+def format_curve(rows: list[dict]) -> str:
+    """The curve as a table: one line per k, one column per (model, batch), then c and the
+    target's T(k) / T(1) at batch 1."""
+    from specviz.costs import curve_series
+
+    series = curve_series(rows)
+    keys = sorted(series, key=lambda key: (key[0] != "draft", key[1]))
+    ks = sorted({k for curve in series.values() for k in curve})
+    heads = [f"{model} B={batch}" for model, batch in keys]
+    lines = [f"{'tokens':>6}  " + "  ".join(f"{h:>12}" for h in heads)]
+    for k in ks:
+        cells = [f"{series[key][k]:9.1f} ms" if k in series[key] else f"{'–':>12}" for key in keys]
+        lines.append(f"{k:>6}  " + "  ".join(f"{c:>12}" for c in cells))
+    draft, target = series.get(("draft", 1), {}), series.get(("target", 1), {})
+    if 1 in draft and target.get(1):
+        lines.append(f"\nc = draft pass / target pass (1 token, batch 1) = {draft[1] / target[1]:.2f}")
+    if target.get(1):
+        ratios = " · ".join(f"k={k}: {ms / target[1]:.2f}" for k, ms in target.items())
+        lines.append(f"target, batch 1, T(k) / T(1): {ratios}")
+    return "\n".join(lines)
+
+
+def _cost_curve(args: argparse.Namespace, style: Style) -> int:
+    """``specviz cost-curve``: the curve from the cache (the requested grid's file, or the
+    full curve's) or measured and cached (specviz.costs.load_or_measure); a table; the JSON."""
+    from specviz import costs as C
+    from specviz.models import load_pair
+
+    if args.json is not None and not args.json.parent.is_dir():
+        raise BadInput(f"--json: folder {args.json.parent} does not exist")
+    if args.repeats < 1:
+        raise BadInput("--repeats must be >= 1", "repeats")
+    if args.context_length < 1:
+        raise BadInput("--context-length must be >= 1", "context_length")
+    grid = C.curve_grid(args.tokens, args.batches)
+    progress, bar = _progress_printer()
+    try:
+        pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    device = str(pair.device)
+    print(style.dim(f"{pair.draft_name} → {pair.target_name} · {pair.dtype} on {device} · "
+                    f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
+    wanted = set(grid)
+    found = None
+    if not args.refresh:
+        found = C.cached_curve(pair.draft_name, pair.target_name, device, pair.dtype, args.context_length,
+                               grids=(grid, C.CURVE_GRID, C.SPARSE_CURVE_GRID))
+    if found is not None:
+        rows = [r for r in found[0] if (r["model"], int(r["batch"]), int(r["tokens"])) in wanted]
+        meta = found[1]
+        if len(rows) < len(wanted):
+            found = None
+    if found is None:
+        progress, bar = _progress_printer()
+        try:
+            rows, meta = C.load_or_measure(pair, context_length=args.context_length, grid=grid,
+                                           repeats=args.repeats, refresh=args.refresh,
+                                           progress=lambda f, m: progress(m, f))
+        finally:
+            if bar is not None:
+                bar.close()
+    how = "read from the cache" if meta.get("cached") else "measured"
+    print(f"verify-cost curve · context {args.context_length} tokens · median of {meta.get('repeats', '?')} "
+          f"passes per point · {how}, {meta.get('measured_at', '?')}")
+    print(format_curve(rows))
+    if jobs := meta.get("contention"):
+        print("  " + style.dim(f"measured under contention ({'; '.join(jobs)}): timings are pessimistic"))
+    _write_json(args.json, {
+        "device": device, "dtype": pair.dtype, "context_length": args.context_length,
+        "draft": pair.draft_name, "target": pair.target_name, "repeats": meta.get("repeats"),
+        "measured_at": meta.get("measured_at"), "cached": bool(meta.get("cached")),
+        "rows": [{k: r[k] for k in ("model", "batch", "tokens", "ms", "min_ms", "max_ms") if k in r} for r in rows],
+    })
+    return 0
+
+
+def _sweep_parser(sub) -> None:
+    """``specviz sweep``: several prompts and a range of γ, so its own flags (the usual pair,
+    device, dtype, draft-head and sampling flags among them)."""
+    from specviz.draft_head import SIZES
+    from specviz.drafters import DRAFTERS, POLICIES
+    from specviz.models import DEVICES, DTYPES, PAIRS
+    from specviz.sweep import MAX_REPEATS
+
+    p = sub.add_parser("sweep", help="measure tok/s against gamma, and the target alone, on each prompt, "
+                                     "beside the best gamma the formula predicts")
+    p.add_argument("--prompt", action="append", required=True, help="a prompt to sweep (repeatable)")
+    p.add_argument("--raw", action="store_true", help="use the prompts as they are, without the chat template")
+    p.add_argument("--gammas", default="1-10", help="the draft lengths: a range such as 1-10, a list such as "
+                                                    "1,2,4, or both (1-4,8); default 1-10")
+    p.add_argument("--repeats", type=int, default=3,
+                   help=f"runs per point, interleaved across gamma; the median is shown (1..{MAX_REPEATS})")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--policy", default="constant", choices=list(POLICIES))
+    p.add_argument("--drafter", default="model", choices=list(DRAFTERS))
+    p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
+                   help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
+                        f"{', '.join(str(n) for n in SIZES)}; 0 = the full head")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--pair", choices=list(PAIRS), help="a named pair (default: default)")
+    p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
+    p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
+    p.add_argument("--device", default="auto", choices=list(DEVICES))
+    p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+    p.add_argument("--json", type=Path, help="write the sweep (rows, baselines, best gammas) as JSON to this file")
+    p.add_argument("--quiet", action="store_true", help="print no line per run, only the table")
+
+
+def _short(prompt: str, width: int = 28) -> str:
+    flat = "".join(ch if ch.isprintable() else " " for ch in " ".join(prompt.split()))
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def format_sweep(result) -> str:
+    """The sweep (specviz.sweep.SweepResult) as a table: one line per (prompt, gamma), the
+    measured best marked ★, then each prompt's baseline, pooled alpha and c, and the
+    measured and predicted best gamma."""
+    fmt_num, fmt_pct, fmt_speedup = metrics.fmt_num, metrics.fmt_pct, metrics.fmt_speedup
+    lines = [f"{'prompt':<28} {'γ':>3} {'tok/s':>7} {'min–max':>13} {'speedup':>8} {'formula':>8} "
+             f"{'accept':>7} {'tok/round':>9} {'c':>5} {'n':>2}"]
+    for prompt in result.prompts:
+        best = result.best_gamma_measured.get(prompt)
+        for r in result.rows_of(prompt):
+            spread = f"{r['tokens_per_second_min']:.1f}–{r['tokens_per_second_max']:.1f}"
+            star = " ★" if r["gamma"] == best else ""
+            lines.append(f"{_short(prompt):<28} {r['gamma']:>3} {r['tokens_per_second']:>7.1f} {spread:>13} "
+                         f"{fmt_speedup(r['speedup']):>8} {fmt_speedup(r['predicted_speedup']):>8} "
+                         f"{fmt_pct(r['acceptance_rate']):>7} {fmt_num(r['mean_acceptance_length']):>9} "
+                         f"{fmt_num(r['cost_ratio_c']):>5} {r['n']:>2}{star}")
+        base = result.baseline.get(prompt)
+        alone = (f"{base:.1f} tok/s ({result.baseline_min[prompt]:.1f}–{result.baseline_max[prompt]:.1f})"
+                 if base else "not measured")
+        lines.append(f"  {_short(prompt, 60)}: target alone {alone}; α {fmt_num(result.alpha.get(prompt))}, "
+                     f"c {fmt_num(result.cost_ratio_c.get(prompt))}; best γ measured "
+                     f"{result.best_gamma_measured.get(prompt, '–')}, predicted "
+                     f"{result.best_gamma_predicted.get(prompt, '–')}")
+    return "\n".join(lines)
+
+
+def _sweep(args: argparse.Namespace, style: Style) -> int:
+    """``specviz sweep`` (specviz.sweep): the estimate, one line per run, a table, the JSON.
+    Ctrl-C keeps what was measured: the table and the JSON of the runs so far, exit 130."""
+    from specviz import sweep as S
+    from specviz.models import load_pair
+    from specviz.validate import check, check_settings
+
+    latest: list = []
+    bar = None
+    try:
+        gammas = S.parse_gammas(args.gammas)
+        prompts = S.check_prompts(args.prompt)
+        repeats = S.check_repeats(args.repeats)
+        base = RunConfig(prompt=prompts[0], chat=not args.raw, gamma=gammas[-1], policy=args.policy,
+                         drafter=args.drafter, draft_vocab=args.draft_vocab, max_new_tokens=args.max_new_tokens,
+                         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+                         stop=list(args.stop))
+        check_settings(base)  # fail on bad settings before a minute of model loading
+        if args.json is not None and not args.json.parent.is_dir():
+            raise BadInput(f"--json: folder {args.json.parent} does not exist")
+        progress, bar = _progress_printer()
+        try:
+            pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
+        finally:
+            if bar is not None:
+                bar.close()
+        print(style.dim(f"{pair.draft_name} → {pair.target_name} · {pair.dtype} on {pair.device} · "
+                        f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
+        for prompt in prompts:  # a prompt too long for the pair fails here, before the probe
+            check(pair, S.run_config(base, prompt, gammas[-1], args.max_new_tokens))
+        costs = S.probe_costs(pair, prompts[0], base)
+        seconds = S.estimate_seconds(costs, prompts, gammas, repeats, args.max_new_tokens, base)
+        total = len(S.schedule(prompts, gammas, repeats))
+        print(f"{total} runs ({len(prompts)} prompt(s) × ({len(gammas)} γ + the target alone) × {repeats}): "
+              f"about {metrics.fmt_ms(seconds * 1000)}, estimated from a short probe run", file=sys.stderr)
+        progress, bar = _progress_printer() if not args.quiet else (None, None)
+
+        def tell(done: int, total: int, partial) -> None:
+            latest[:] = [partial]
+            if progress is not None:
+                c = partial.cells[-1]
+                what = "target alone" if c.gamma == S.AR else f"γ={c.gamma}"
+                progress(f"[{done}/{total}] {_short(c.prompt, 20)} {what} (repeat {c.repeat + 1}): "
+                         f"{c.tokens_per_second:.1f} tok/s", done / total)
+
+        try:
+            result = S.sweep(pair, prompts, gammas, repeats, args.max_new_tokens, base, progress=tell)
+        finally:
+            if bar is not None:
+                bar.close()
+                bar = None
+        _sweep_report(result, style, args)
+        return 0
+    except SpecvizError as exc:
+        print(f"specviz: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        if latest:
+            latest[0].stopped = True
+            _sweep_report(latest[0], style, args)
+        print("specviz: interrupted" + (": the table and the JSON hold the runs measured so far" if latest else ""),
+              file=sys.stderr)
+        return 130
+
+
+def _sweep_report(result, style: Style, args: argparse.Namespace) -> None:
+    print(format_sweep(result))
+    for prompt in result.disagreements():
+        print(style.dim(
+            f"  {_short(prompt)}: the formula's best γ ({result.best_gamma_predicted[prompt]}) and the measured "
+            f"one ({result.best_gamma_measured[prompt]}) differ by more than 1. The formula takes a verify pass "
+            "over γ + 1 tokens to cost one target step; on this machine it costs more as γ grows (verify_ms in "
+            "the JSON), and run-to-run noise moves a flat optimum."))
+    if jobs := result.contended():
+        print("  " + style.dim(f"timed under contention ({'; '.join(jobs)} ran at the same time): "
+                               "timings are pessimistic"))
+    if not result.complete:
+        print(style.dim(f"  {result.done_cells} of {result.total_cells} runs measured"))
+    if args.json:
+        _write_json(args.json, result.to_dict())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     style = Style(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    if args.command == "sweep":
+        return _sweep(args, style)
     from specviz.engine import speculative
     from specviz.models import load_pair
     from specviz.validate import check_settings
 
     try:
+        if args.command == "cost-curve":
+            return _cost_curve(args, style)
         config = _config(args)
         check_settings(config)  # fail on bad settings before a minute of model loading
         if args.json is not None and not args.json.parent.is_dir():

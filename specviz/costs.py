@@ -530,3 +530,39 @@ def cached(draft: str, target: str, device: str, dtype: str, context_length: int
     meta = {k: v for k, v in data.items() if k != "rows"}
     meta.update(path=str(path), cached=True)
     return data["rows"], meta
+
+
+# --- the verify-cost curve: a sparse grid, its context, a cached curve --------------
+
+SPARSE_CURVE_TOKENS = (1, 2, 4, 8, 16, 32)
+# The curve at k = 1, 2, 4, ..., 32 only: both models, batches 1, 4 and 16. 36 points
+# instead of CURVE_GRID's 192, so a CPU measures it in minutes (`specviz cost-curve`).
+SPARSE_CURVE_GRID: list[GridPoint] = curve_grid(SPARSE_CURVE_TOKENS)
+CURVE_CONTEXT = 300  # the context a curve is measured at (load_or_measure's default)
+
+
+def curve_context_length(pair_context: int, grid: Iterable[Sequence], wanted: int = CURVE_CONTEXT) -> int:
+    """The context to measure ``grid`` at: ``wanted``, or less where the pair's context
+    cannot hold it and the grid's largest pass (the tiny pair's 256 tokens hold 224 + 32)."""
+    largest = max((k for _, _, k in _normalize_grid(grid)), default=0)
+    return max(1, min(int(wanted), int(pair_context) - largest))
+
+
+def cached_curve(draft: str, target: str, device: str, dtype: str, context_length: int = CURVE_CONTEXT,
+                 grids: Iterable[Iterable[Sequence]] | None = None,
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The first cached measurement of ``grids`` (default: the full curve, then the sparse
+    one) for a pair named (draft, target) on ``device`` in ``dtype``, or None. Never measures."""
+    for grid in grids if grids is not None else (CURVE_GRID, SPARSE_CURVE_GRID):
+        found = cached(draft, target, device, dtype, context_length, grid)
+        if found is not None:
+            return found
+    return None
+
+
+def curve_series(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, int], dict[int, float]]:
+    """Measured rows as curves: (model, batch) -> {new tokens k: ms}, both sorted."""
+    out: dict[tuple[str, int], dict[int, float]] = {}
+    for r in sorted(rows, key=lambda r: (r["model"], int(r["batch"]), int(r["tokens"]))):
+        out.setdefault((str(r["model"]), int(r["batch"])), {})[int(r["tokens"])] = float(r["ms"])
+    return out
