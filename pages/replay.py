@@ -5,44 +5,49 @@ import hashlib
 import streamlit as st
 
 from specviz import BadInput, ui
+from specviz.ui.lang import _, language_switch
 
 ui.page_chrome()
+language_switch()
 ss = st.session_state
 live = ss.get("live")
-sources = {}
+# The options are fixed English keys, shown translated (format_func): a change of language
+# keeps the run picked.
+LIVE, UPLOAD = "This session's last live run", "Upload a trace file…"
+sources, labels = {}, {}
 if live is not None and live.trace is not None and live.sd_done:
-    sources["This session's last live run"] = lambda: live.trace
+    sources[LIVE], labels[LIVE] = (lambda: live.trace), _("This session's last Live run")
 for path in ui.recorded_traces():
-    sources[f"Recorded: {path.stem}"] = lambda path=path: ui.load_trace_file(path.read_bytes())
-UPLOAD = "Upload a trace file…"
-sources[UPLOAD] = None
+    key = f"Recorded: {path.stem}"
+    sources[key], labels[key] = (lambda path=path: ui.load_trace_file(path.read_bytes())), _("Recorded: ") + path.stem
+sources[UPLOAD], labels[UPLOAD] = None, _("Upload a trace file…")
 
 # --- widgets in (sidebar) ---------------------------------------------------------------
 with st.sidebar:
-    st.selectbox("Recorded run", list(sources), key="replay_source",
-                 help="Traces are JSON files: download one from the Live page's history, or record one "
-                      "with the command line.")
+    st.selectbox(_("Recorded run"), list(sources), key="replay_source", format_func=labels.get,
+                 help=_("Traces are JSON files: download one from the Live page's history, or record one "
+                        "with the command line."))
     err_source = st.empty()
     trace = None
     try:
         if ss["replay_source"] == UPLOAD:
-            up = st.file_uploader("Trace JSON", type=["json"], key="replay_upload")
+            up = st.file_uploader(_("Trace JSON"), type=["json"], key="replay_upload")
             if up is not None:
                 trace = ui.load_trace_file(up.getvalue())
         else:
             trace = sources[ss["replay_source"]]()
     except BadInput as exc:
-        err_source.error(f"That file cannot be replayed: {exc}", icon=":material/error:")
+        err_source.error(_("That file cannot be replayed: {error}").format(error=exc), icon=":material/error:")
     except OSError as exc:
-        err_source.error(f"The trace could not be read: {exc}", icon=":material/error:")
+        err_source.error(_("The trace could not be read: {error}").format(error=exc), icon=":material/error:")
     if trace is None:
         ui.sidebar_pair()
 
 if trace is None:
-    st.markdown("#### Replay a recorded run")
-    st.info("Pick a recorded run in the sidebar, or upload a trace JSON (the Live page offers each finished run "
-            "as **Last run JSON** under Run history). Replays need no model: the timings are the ones "
-            "recorded.", icon=":material/replay:")
+    st.markdown("#### " + _("Replay a recorded run"))
+    st.info(_("Pick a recorded run in the sidebar, or upload a trace JSON (the Live page offers each finished run "
+              "as **Last run JSON** under Run history). Replays need no model: the timings are the ones "
+              "recorded."), icon=":material/replay:")
     st.stop()
 
 n = len(trace.rounds)
@@ -82,23 +87,26 @@ with st.sidebar:
     # advances a round per script run (ui.replay_play), so the slider follows it.
     playing = ss["replay_playing"] and ss[pos_key] < n
     ss[slider_key] = ss[pos_key] + 1 if playing else ss[pos_key]
-    st.slider("Show up to round", 0, max(n, 1), key=slider_key, on_change=_sync_slider, disabled=n == 0)
+    st.slider(_("Show up to round"), 0, max(n, 1), key=slider_key, on_change=_sync_slider, disabled=n == 0)
     b = st.columns(2)
-    b[0].button("Play", key="replay_play", type="primary", icon=":material/slow_motion_video:", width="stretch",
+    b[0].button(_("Play"), key="replay_play", type="primary", icon=":material/slow_motion_video:", width="stretch",
                 shortcut=ui.SHORTCUTS["autoplay"], on_click=_play)
-    b[1].button("Step", key="replay_step", icon=":material/skip_next:", width="stretch",
+    b[1].button(_("Step"), key="replay_step", icon=":material/skip_next:", width="stretch",
                 shortcut=ui.SHORTCUTS["step"], on_click=_step)
-    b[0].button("Start over", key="replay_restart", icon=":material/first_page:", width="stretch",
+    b[0].button(_("Start over"), key="replay_restart", icon=":material/first_page:", width="stretch",
                 on_click=_restart)
-    b[1].button("Stop", key="replay_stop", icon=":material/stop:", width="stretch",
+    b[1].button(_("Stop"), key="replay_stop", icon=":material/stop:", width="stretch",
                 shortcut=ui.SHORTCUTS["stop"], on_click=_stop, disabled=not ss["replay_playing"])
-    st.select_slider("Slow-motion speed", list(ui.SPEEDS), value="Normal", key="replay_speed")
+    st.select_slider(_("Slow-motion speed"), list(ui.SPEEDS), value="Normal", key="replay_speed", format_func=_)
 ui.sidebar_pair()
 
 # --- figures out (main) ------------------------------------------------------------------
 cfg = trace.config
-st.caption(f"Recorded with **{cfg.draft or 'draft'} → {cfg.target or 'target'}** · {cfg.mode} · "
-           f"γ={cfg.gamma} · temperature {cfg.temperature:g} · prompt: {cfg.prompt[:90]!r}")
+modes = {"speculative": _("speculative"), "autoregressive": _("autoregressive")}
+st.caption(_("Recorded with **{draft} → {target}** · {mode} · γ={gamma} · temperature {temperature} · "
+             "prompt: {prompt}").format(draft=cfg.draft or _("draft"), target=cfg.target or _("target"),
+                                        mode=modes.get(cfg.mode, cfg.mode), gamma=cfg.gamma,
+                                        temperature=f"{cfg.temperature:g}", prompt=repr(cfg.prompt[:90])))
 view = ui.RunView(race_section=False)
 ui.render_replay(view, trace, ss[pos_key])
 if ss["replay_playing"]:

@@ -4,7 +4,7 @@ A trace is read from a JSON file (``load_trace_file``, a readable ``BadInput`` w
 is not one), drawn on a ``RunView`` as it stood after a given round
 (``render_replay``), and played forward in slow motion from there, one round per
 script run (``replay_play``).
-The timings shown are the ones recorded.
+The timings shown are the ones recorded. The text is translated when shown (``_``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from specviz import BadInput, Trace
 from specviz import figures as F
 from specviz.trace import trace_upto
 from specviz.ui.chrome import SHORTCUTS
+from specviz.ui.lang import _
 from specviz.ui.view import RunView, animate_round
 
 
@@ -24,7 +25,7 @@ def load_trace_file(data: bytes | str) -> Trace:
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise BadInput("the file is not UTF-8 text: a specviz trace is a JSON file") from None
+            raise BadInput(_("the file is not UTF-8 text: a specviz trace is a JSON file")) from None
     return Trace.from_json(data)
 
 
@@ -33,16 +34,17 @@ def render_replay(view: RunView, trace: Trace, pos: int) -> None:
     n = len(trace.rounds)
     upto = trace_upto(trace, pos)
     cfg = trace.config
-    where = f"recorded on {cfg.device} in {cfg.dtype}"
+    where = _("recorded on {device} in {dtype}").format(device=cfg.device, dtype=cfg.dtype)
+    badge = _("replay")
     if pos == 0:
-        view.status(f"Replay: round 0 of {n}. Step ({SHORTCUTS['step']}) or Play to watch it.", "replay",
-                    "sv-done", where)
+        view.status(_("Replay: round 0 of {n}. Step ({key}) or Play to watch it.").format(n=n, key=SHORTCUTS["step"]),
+                    badge, "sv-done", where)
     elif pos < n:
-        view.status(F.round_caption(trace.rounds[pos - 1], total=n), "replay", "sv-done", where)
+        view.status(F.round_caption(trace.rounds[pos - 1], total=n, tr=_), badge, "sv-done", where)
     else:
         s = F.live_summary(trace)
-        view.status(f"Replay: all {n} rounds, {s['new_tokens']} tokens in {F.fmt_ms(trace.wall_ms)}",
-                    "replay", "sv-done", where)
+        view.status(_("Replay: all {n} rounds, {tokens} tokens in {time}").format(
+            n=n, tokens=s["new_tokens"], time=F.fmt_ms(trace.wall_ms)), badge, "sv-done", where)
     view.strip(upto.rounds, plain=trace.output_text if pos == n else None)
     view.stats(upto)
     view.charts(upto)
