@@ -9,12 +9,19 @@ see specviz.ui.page_chrome for why.
 
 import streamlit as st
 
+from specviz.ui.lang import _, current
+
+current()  # the language (URL, session or browser) before the page titles below are translated
 page = st.navigation(
     [
-        st.Page("pages/live.py", title="Live", icon=":material/play_circle:", default=True),
-        st.Page("pages/replay.py", title="Replay", icon=":material/replay:"),
-        st.Page("pages/parallel.py", title="Parallel", icon=":material/view_week:"),
-        st.Page("pages/about.py", title="How it works", icon=":material/school:"),
+        st.Page("pages/live.py", title=_("Live"), icon=":material/play_circle:", default=True),
+        st.Page("pages/replay.py", title=_("Replay"), icon=":material/replay:"),
+        st.Page("pages/parallel.py", title=_("Parallel"), icon=":material/view_week:"),
+        st.Page("pages/inspect.py", title=_("Inspect a round"), icon=":material/troubleshoot:"),
+        st.Page("pages/theory.py", title=_("Theory"), icon=":material/functions:"),
+        st.Page("pages/costs.py", title=_("Cost curve"), icon=":material/show_chart:"),
+        st.Page("pages/sweep.py", title=_("Tune"), icon=":material/tune:"),
+        st.Page("pages/about.py", title=_("How it works"), icon=":material/school:"),
     ],
     position="top",
 )

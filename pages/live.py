@@ -3,8 +3,10 @@
 import streamlit as st
 
 from specviz import ui
+from specviz.ui.lang import _, language_switch
 
 ui.page_chrome()
+language_switch()
 pair = ui.require_pair()
 if pair is None:
     st.stop()
@@ -16,64 +18,66 @@ cfg = ui.read_config()
 errors = ui.check_inputs(pair, cfg)
 cmd = ui.handle_command(pair, state, cfg, errors)
 busy = state.playing is not None
+tr = ui.translator()  # the page's language, bound now for the widgets' format_func
+ui.keep_choices("speed", "draft_vocab")  # shown translated: keep their values when the language changes
 
 # --- widgets in (sidebar) ---------------------------------------------------------------
 with st.sidebar:
-    st.text_area("Prompt", key="prompt", height=110, persist_state="session",
-                 placeholder="Type a prompt, or pick an example below")
+    st.text_area(_("Prompt"), key="prompt", height=110, persist_state="session",
+                 placeholder=_("Type a prompt, or pick an example below"))
     err_prompt = st.empty()
-    st.pills("Examples", list(ui.EXAMPLES), key="example", on_change=ui.pick_example,
+    st.pills(_("Examples"), list(ui.EXAMPLES), key="example", on_change=ui.pick_example, format_func=tr,
              label_visibility="collapsed")
-    st.caption("Examples of different kinds: the draft guesses some far better than others. "
-               "Compare them in the run history.")
-    st.select_slider("Slow-motion speed", list(ui.SPEEDS), key="speed", persist_state="session",
-                     help="Step and Autoplay replay each round slowly after it ran at full speed. "
-                          "The timings shown are always the real ones.")
-    st.toggle("Race the target alone", key="race", persist_state="session",
-              help="After the speculative run, time the target decoding by itself on the same prompt.")
-    st.toggle("Reuse a recent baseline", key="reuse_baseline", persist_state="session",
-              help="Off: the target alone is re-measured after every run, so the speedup compares two runs "
-                   "measured side by side. On: a target-alone run from the last 10 minutes with the same "
-                   "prompt and settings is reused while the machine's draft passes still take the same time.")
+    st.caption(_("Examples of different kinds: the draft guesses some far better than others. "
+                 "Compare them in the run history."))
+    st.select_slider(_("Slow-motion speed"), list(ui.SPEEDS), key="speed", persist_state="session", format_func=tr,
+                     help=_("Step and Autoplay replay each round slowly after it ran at full speed. "
+                            "The timings shown are always the real ones."))
+    st.toggle(_("Race the target alone"), key="race", persist_state="session",
+              help=_("After the speculative run, time the target decoding by itself on the same prompt."))
+    st.toggle(_("Reuse a recent baseline"), key="reuse_baseline", persist_state="session",
+              help=_("Off: the target alone is re-measured after every run, so the speedup compares two runs "
+                     "measured side by side. On: a target-alone run from the last 10 minutes with the same "
+                     "prompt and settings is reused while the machine's draft passes still take the same time."))
     heads = ui.draft_head_choices(pair)
     if st.session_state.get("draft_vocab") not in heads:
         st.session_state["draft_vocab"] = 0
-    st.selectbox("Draft head", heads, key="draft_vocab", persist_state="session",
-                 format_func=ui.draft_head_label,
-                 help="FR-Spec: the draft scores only the N most frequent tokens, a cheaper pass (smaller c). "
-                      "The target decides, so the output stays exactly the target's own.")
+    st.selectbox(_("Draft head"), heads, key="draft_vocab", persist_state="session",
+                 format_func=lambda n: ui.draft_head_label(n, tr),
+                 help=_("FR-Spec: the draft scores only the N most frequent tokens, a cheaper pass (smaller c). "
+                        "The target decides, so the output stays exactly the target's own."))
     err_draft_vocab = st.empty()
-    with st.expander("Sampling and length", icon=":material/tune:"):
-        st.slider("Temperature", 0.0, 2.0, step=0.05, key="temperature", persist_state="session",
-                  help="0 is greedy: accept while the draft matches the target's top token. Above 0, "
-                       "speculative sampling keeps the target's exact distribution.")
-        st.slider("Top-p", 0.05, 1.0, step=0.05, key="top_p", persist_state="session",
-                  help="Nucleus sampling, applied to both models alike. Ignored when temperature is 0.")
-        st.number_input("Max new tokens", 1, 4096, step=16, key="max_new_tokens", persist_state="session")
+    with st.expander(_("Sampling and length"), icon=":material/tune:"):
+        st.slider(_("Temperature"), 0.0, 2.0, step=0.05, key="temperature", persist_state="session",
+                  help=_("0 is greedy: accept while the draft matches the target's top token. Above 0, "
+                         "speculative sampling keeps the target's exact distribution."))
+        st.slider(_("Top-p"), 0.05, 1.0, step=0.05, key="top_p", persist_state="session",
+                  help=_("Nucleus sampling, applied to both models alike. Ignored when temperature is 0."))
+        st.number_input(_("Max new tokens"), 1, 4096, step=16, key="max_new_tokens", persist_state="session")
         err_max = st.empty()
-        st.number_input("Seed", 0, 2**31 - 1, step=1, key="seed", persist_state="session",
-                        help="Fixes the random draws when temperature is above 0.")
+        st.number_input(_("Seed"), 0, 2**31 - 1, step=1, key="seed", persist_state="session",
+                        help=_("Fixes the random draws when temperature is above 0."))
         err_sampling = st.empty()
 ui.sidebar_pair()
 
 # --- the toolbar: the knob and the buttons the class watches ---------------------------------
 bar = st.columns([2.3, 1, 1, 1.15, 1], vertical_alignment="bottom")
 with bar[0]:
-    st.slider("γ · draft length", 1, ui.MAX_GAMMA, key="gamma", format="γ = %d", persist_state="session",
-              help="γ is the number of tokens the draft proposes per round; the target checks them all "
-                   "in one pass.")
-bar[1].button("Run", key="run", type="primary", icon=":material/play_arrow:", width="stretch",
+    st.slider(_("γ · draft length"), 1, ui.MAX_GAMMA, key="gamma", format="γ = %d", persist_state="session",
+              help=_("γ is the number of tokens the draft proposes per round; the target checks them all "
+                     "in one pass."))
+bar[1].button(_("Run"), key="run", type="primary", icon=":material/play_arrow:", width="stretch",
               shortcut=ui.SHORTCUTS["run"], on_click=ui.set_cmd, args=("run",),
-              help="A fresh run at full speed; the page updates as rounds complete.")
-bar[2].button("Step", key="step", icon=":material/skip_next:", width="stretch",
+              help=_("A fresh run at full speed; the page updates as rounds complete."))
+bar[2].button(_("Step"), key="step", icon=":material/skip_next:", width="stretch",
               shortcut=ui.SHORTCUTS["step"], on_click=ui.set_cmd, args=("step",),
-              help="One round, in slow motion: draft, verify, verdict.")
-bar[3].button("Autoplay", key="autoplay", icon=":material/slow_motion_video:", width="stretch",
+              help=_("One round, in slow motion: draft, verify, verdict."))
+bar[3].button(_("Autoplay"), key="autoplay", icon=":material/slow_motion_video:", width="stretch",
               shortcut=ui.SHORTCUTS["autoplay"], on_click=ui.set_cmd, args=("autoplay",),
-              help="Step after step in slow motion, until the end or Stop.")
-bar[4].button("Stop", key="stop", icon=":material/stop:", width="stretch", disabled=not busy,
+              help=_("Step after step in slow motion, until the end or Stop."))
+bar[4].button(_("Stop"), key="stop", icon=":material/stop:", width="stretch", disabled=not busy,
               shortcut=ui.SHORTCUTS["stop"], on_click=ui.set_cmd, args=("stop",),
-              help="Pause Run or Autoplay; Step or Autoplay carries on from here.")
+              help=_("Pause Run or Autoplay; Step or Autoplay carries on from here."))
 err_gamma = st.empty()
 err_general = st.empty()
 

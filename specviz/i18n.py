@@ -1,14 +1,18 @@
 """Translations: gettext catalogs managed with Babel.
 
-The app's text is written in English inside ``_()`` (``gettext``) calls. Babel
-extracts it (``pybabel extract``, configured in ``babel.cfg``) into
+The app's text is written in English inside ``_()`` (``gettext``) calls. Library
+modules the English-only CLI also uses (metrics, marks, figures) do not import
+Streamlit: they mark their text with ``N_()`` (an identity: the deferred-translation
+pattern) and translate it at display time through a ``tr`` function the app passes
+in (``specviz.ui.lang._``; the CLI keeps the default, English). Babel extracts both
+keywords (``pybabel extract``, configured in ``babel.cfg``) into
 ``specviz/locale/specviz.pot``; each language has a ``.po`` catalog next to it
 (``specviz/locale/zh_CN/LC_MESSAGES/specviz.po``). The ``.po`` files are the source
 of truth: they are compiled in memory at first use (Babel's ``read_po`` and
 ``write_mo``), so no binary ``.mo`` file is kept in the repository.
 
-    pybabel extract -F babel.cfg -o specviz/locale/specviz.pot .
-    pybabel update -i specviz/locale/specviz.pot -d specviz/locale -D specviz
+    pybabel extract -F babel.cfg -k _ -k N_ --no-location --sort-output --omit-header -o specviz/locale/specviz.pot .
+    pybabel update -i specviz/locale/specviz.pot -d specviz/locale -D specviz --width 100
 
 A test fails when a message lacks its Chinese translation (tests/test_i18n.py).
 """
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import gettext
 import io
+import re
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +30,40 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "specviz"
 LANGUAGES = {"en": "English", "zh_CN": "简体中文"}
 DEFAULT = "en"
+
+Translator = Callable[[str], str]  # a ``tr``: English text in, the page's language out
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for extraction without translating it (translated later, where it is
+    shown, by a ``tr``). Also the English ``tr``: the identity."""
+    return message
+
+
+@lru_cache(maxsize=256)
+def template_pattern(template: str) -> re.Pattern:
+    """A regex that matches the text ``template`` formats to, each ``{name}`` a group (a
+    name used twice must match the same text twice)."""
+    parts, seen, out = re.split(r"\{(\w+)\}", template), set(), []
+    for i, part in enumerate(parts):  # literal, name, literal, name, ..., literal
+        if i % 2 == 0:
+            out.append(re.escape(part))
+        else:
+            out.append(f"(?P={part})" if part in seen else f"(?P<{part}>.+?)")
+            seen.add(part)
+    return re.compile("".join(out) + "$")
+
+
+def translate_known(message: str, templates: Iterable[str], tr: Translator,
+                    values: dict[str, Callable[[str], str]] | None = None) -> str:
+    """``message`` (English text a library module formatted from one of ``templates``, all
+    marked with ``N_``) in ``tr``'s language, its values carried over (``values`` may convert
+    some of them); a message that matches no template comes back as it is."""
+    for template in templates:
+        if m := template_pattern(template).match(message):
+            found = {k: (values or {}).get(k, str)(v) for k, v in m.groupdict().items()}
+            return tr(template).format(**found)
+    return message
 
 
 def catalog_path(lang: str) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz.i18n import N_, Translator
 from specviz.trace import Round
 
 PHASES = ("draft", "verify", "done")
@@ -31,12 +32,15 @@ EMPTY_MARK = "∅"
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 SPECIAL_PREFIXES = ("<|", "<eos", "</s", "<s>", "<unk", "<pad")
 
-DRAFT_VERDICT = {"accepted": "accepted", "rejected": "rejected", "cut": "accepted, but past the stop"}
+# English text marked with N_ (specviz.i18n): the app passes a ``tr`` that translates it where
+# it is shown; the CLI keeps the default, English.
+DRAFT_VERDICT = {"accepted": N_("accepted"), "rejected": N_("rejected"), "cut": N_("accepted, but past the stop")}
 WHY_TARGET = {
-    "bonus": "every draft token was accepted, so the verify pass yields one more token for free",
-    "fix": "the target's own token where the draft was wrong",
-    "target": "the target's own token (no draft this round)",
+    "bonus": N_("every draft token was accepted, so the verify pass yields one more token for free"),
+    "fix": N_("the target's own token where the draft was wrong"),
+    "target": N_("the target's own token (no draft this round)"),
 }
+LABELS = {"fix": N_("fix"), "bonus": N_("bonus"), "target": N_("target")}  # a target token's label, as shown
 
 
 @dataclass(frozen=True)
@@ -103,20 +107,28 @@ def target_label(rnd: Round) -> str:
     return "target"
 
 
-def _prob_tip(rnd: Round, i: int) -> str:
+def _prob_tip(rnd: Round, i: int, tr: Translator = N_) -> str:
     parts = []
     if i < len(rnd.draft_probs):
-        parts.append(f"draft q={rnd.draft_probs[i]:.3f}")
+        parts.append(tr(N_("draft q={q:.3f}")).format(q=rnd.draft_probs[i]))
     if i < len(rnd.target_probs):
-        parts.append(f"target p={rnd.target_probs[i]:.3f}")
+        parts.append(tr(N_("target p={p:.3f}")).format(p=rnd.target_probs[i]))
     return (" · " + ", ".join(parts)) if parts else ""
 
 
-def _pending_spans(rnd: Round, phase: str, shown: int | None) -> list[Span]:
+def _where(rnd: Round, tr: Translator) -> str:
+    return tr(N_("round {n}")).format(n=rnd.index + 1)
+
+
+def _draft_token(i: int, tr: Translator) -> str:
+    return tr(N_("draft token {i}")).format(i=i + 1)
+
+
+def _pending_spans(rnd: Round, phase: str, shown: int | None, tr: Translator = N_) -> list[Span]:
     n = len(rnd.proposed_text)
     count = n if phase == "verify" or shown is None else max(0, min(shown, n))
-    where = f"round {rnd.index + 1}"
-    return [Span("pending", rnd.proposed_text[i], "", f"{where} · draft token {i + 1} · proposed, not yet checked")
+    where, pending = _where(rnd, tr), tr(N_("proposed, not yet checked"))
+    return [Span("pending", rnd.proposed_text[i], "", f"{where} · {_draft_token(i, tr)} · {pending}")
             for i in range(count)]
 
 
@@ -126,32 +138,36 @@ def _draft_kind(rnd: Round, i: int) -> str:
     return "accepted" if i < len(rnd.emitted) else "cut"
 
 
-def round_spans(rnd: Round, phase: str = "done", shown: int | None = None) -> list[Span]:
+def round_spans(rnd: Round, phase: str = "done", shown: int | None = None, tr: Translator = N_) -> list[Span]:
     """The round's tokens as marked spans, in reading order.
 
     ``phase``: "draft" (the first ``shown`` proposals, pending), "verify" (every proposal
-    pending, the target checking) or "done" (the verdicts)."""
+    pending, the target checking) or "done" (the verdicts). ``tr`` translates the
+    tooltips (default: English); a span's kind and label stay the English keys."""
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {PHASES}; got {phase!r}")
     if phase != "done":
-        return _pending_spans(rnd, phase, shown)
-    where = f"round {rnd.index + 1}"
+        return _pending_spans(rnd, phase, shown, tr)
+    where = _where(rnd, tr)
     spans = []
     for i, text in enumerate(rnd.proposed_text):
         kind = _draft_kind(rnd, i)
-        spans.append(Span(kind, text, "", f"{where} · draft token {i + 1} · {DRAFT_VERDICT[kind]}{_prob_tip(rnd, i)}"))
+        tip = f"{where} · {_draft_token(i, tr)} · {tr(DRAFT_VERDICT[kind])}{_prob_tip(rnd, i, tr)}"
+        spans.append(Span(kind, text, "", tip))
     if len(rnd.emitted) > rnd.accepted:  # the target's own token made it into the output
         label = target_label(rnd)
-        spans.append(Span(label, rnd.correction_text, label, f"{where} · {label}: {WHY_TARGET[label]}"))
+        spans.append(Span(label, rnd.correction_text, label,
+                          f"{where} · {tr(LABELS[label])}: {tr(WHY_TARGET[label])}"))
     return spans
 
 
-LEGEND = (  # each kind: its key text, and the longer story on hover
-    ("pending", "pending", "drafted, not yet checked by the target"),
-    ("accepted", "accepted", "the target agreed: part of the output"),
-    ("rejected", "rejected", "the target disagreed: thrown away"),
-    ("cut", "past the stop", "accepted, but past a stop string, EOS or the token budget: not part of the output"),
-    ("fix", "target's fix", WHY_TARGET["fix"]),
-    ("bonus", "all accepted", WHY_TARGET["bonus"]),
-    ("target", "no draft", WHY_TARGET["target"]),
+LEGEND = (  # each kind: its key text, and the longer story on hover (English, marked with N_)
+    ("pending", N_("pending"), N_("drafted, not yet checked by the target")),
+    ("accepted", N_("accepted"), N_("the target agreed: part of the output")),
+    ("rejected", N_("rejected"), N_("the target disagreed: thrown away")),
+    ("cut", N_("past the stop"),
+     N_("accepted, but past a stop string, EOS or the token budget: not part of the output")),
+    ("fix", N_("target's fix"), WHY_TARGET["fix"]),
+    ("bonus", N_("all accepted"), WHY_TARGET["bonus"]),
+    ("target", N_("no draft"), WHY_TARGET["target"]),
 )

@@ -4,7 +4,8 @@ A ``Metric`` has its key (the summary key, as the serving engines name it), a sh
 label, a help text, the history-table column it fills, and the one formatter that turns
 its value into text. The CLI summary, the Live stats and the run history all read this
 table, and every number shown anywhere is formatted here: the same stored value always
-reads the same.
+reads the same. Labels and help texts are English, marked with ``N_``: the app shows
+them through its ``_``, the CLI as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from specviz.i18n import N_, Translator
 from specviz.trace import Trace, summarize
 
 DASH = "–"
@@ -64,12 +66,12 @@ def fmt_speedup(x: float | None) -> str:
     return DASH if _missing(x) else f"×{x:.2f}"
 
 
-def _delta_num(digits: int) -> Callable[[float, float], str]:
-    return lambda now, before: f"{round(now, digits) - round(before, digits):+.{digits}f}"
+def _delta_num(digits: int) -> Callable[[float, float, Translator], str]:
+    return lambda now, before, tr: f"{round(now, digits) - round(before, digits):+.{digits}f}"
 
 
-def _delta_pct(now: float, before: float) -> str:
-    return f"{percent(now) - percent(before):+d} pts"
+def _delta_pct(now: float, before: float, tr: Translator = N_) -> str:
+    return tr(N_("{points:+d} pts")).format(points=percent(now) - percent(before))
 
 
 # --- the table ---------------------------------------------------------------------------
@@ -80,58 +82,63 @@ class Metric:
     """One number a run is measured by."""
 
     key: str  # summary key (or row key for the race's numbers)
-    label: str  # short label: Live stats, CLI summary, history table header
+    label: str  # short label: Live stats, CLI summary, history table header (English: the app shows tr(label))
     column: str  # history row / CSV column
-    help: str
+    help: str  # English, marked for translation like the label
     fmt: Callable[[Any], str]
-    delta_fmt: Callable[[float, float], str] | None = None
+    delta_fmt: Callable[[float, float, Translator], str] | None = None
 
     def text(self, value: Any) -> str:
         """The value as shown everywhere ("–" when missing)."""
         return DASH if _missing(value) else self.fmt(value)
 
-    def delta(self, now: Any, before: Any) -> str | None:
-        """The change between two runs, of the values as shown (None when not defined)."""
+    def delta(self, now: Any, before: Any, tr: Translator = N_) -> str | None:
+        """The change between two runs, of the values as shown (None when not defined);
+        ``tr`` translates its unit."""
         if self.delta_fmt is None or _missing(now) or _missing(before):
             return None
-        return self.delta_fmt(now, before)
+        return self.delta_fmt(now, before, tr)
 
 
-ALPHA_VS_C = ("Speculation can only pay off when α > c, where α is the per-token acceptance probability "
-              "(not the acceptance rate) and c the cost ratio.")
+ALPHA_VS_C = N_("Speculation can only pay off when α > c, where α is the per-token acceptance probability "
+                "(not the acceptance rate) and c the cost ratio.")
 
 _TABLE = (
-    Metric("new_tokens", "New tokens", "new tokens", "Tokens the run added to the output.", fmt_int),
-    Metric("rounds", "Rounds", "rounds", "Target verify passes (one per round).", fmt_int),
-    Metric("wall_ms", "Wall time", "wall ms",
-           "Engine time from the start to the last token, on the engine's own clock (animation excluded).", fmt_ms),
-    Metric("tokens_per_second", "Tokens / s", "tok/s",
-           "New tokens ÷ wall time, on the engine's own clock (animation excluded).",
+    Metric("new_tokens", N_("New tokens"), "new tokens", N_("Tokens the run added to the output."), fmt_int),
+    Metric("rounds", N_("Rounds"), "rounds", N_("Target verify passes (one per round)."), fmt_int),
+    Metric("wall_ms", N_("Wall time"), "wall ms",
+           N_("Engine time from the start to the last token, on the engine's own clock (animation excluded)."),
+           fmt_ms),
+    Metric("tokens_per_second", N_("Tokens / s"), "tok/s",
+           N_("New tokens ÷ wall time, on the engine's own clock (animation excluded)."),
            lambda x: fmt_num(x, 1), _delta_num(1)),
-    Metric("ttft_ms", "Time to first token", "ttft ms",
-           "Engine time until the first new token: reading the prompt plus the first round.", fmt_ms),
-    Metric("acceptance_rate", "Acceptance", "acceptance",
-           "Acceptance rate: accepted draft tokens ÷ drafted tokens. Not the per-token α of the formulas: "
-           "a round stops at its first rejection.", fmt_pct, _delta_pct),
-    Metric("mean_acceptance_length", "Tokens / round", "mean acceptance length",
-           "Mean acceptance length = 1 + accepted ÷ rounds: tokens won per target pass.",
+    Metric("ttft_ms", N_("Time to first token"), "ttft ms",
+           N_("Engine time until the first new token: reading the prompt plus the first round."), fmt_ms),
+    Metric("acceptance_rate", N_("Acceptance"), "acceptance",
+           N_("Acceptance rate: accepted draft tokens ÷ drafted tokens. Not the per-token α of the formulas: "
+              "a round stops at its first rejection."), fmt_pct, _delta_pct),
+    Metric("mean_acceptance_length", N_("Tokens / round"), "mean acceptance length",
+           N_("Mean acceptance length = 1 + accepted ÷ rounds: tokens won per target pass."),
            lambda x: fmt_num(x, 2)),
-    Metric("draft_forward_ms_median", "Draft pass (median)", "draft forward ms",
-           "Median time of one draft forward pass (the prompt-reading first pass left out).", fmt_ms),
-    Metric("target_forward_ms_median", "Target pass (median)", "target forward ms",
-           "Median time of one target forward pass (the prompt-reading first pass left out).", fmt_ms),
-    Metric("cost_ratio_c", "Cost ratio c", "cost ratio c",
-           "Median draft pass ÷ median target pass. " + ALPHA_VS_C, lambda x: fmt_num(x, 2)),
-    Metric("draft_idle_fraction", "Draft idle", "draft idle",
-           "Share of wall time the draft runs no forward pass: it waits while the target verifies.", fmt_pct),
-    Metric("target_idle_fraction", "Target idle", "target idle",
-           "Share of wall time the target runs no forward pass: it waits while the draft guesses.", fmt_pct),
-    Metric("overhead_ms", "Overhead", "overhead ms",
-           "Wall time inside no forward pass: sampling, cache rollback, Python.", fmt_ms),
-    Metric("speedup", "Speedup", "speedup",
-           "Speculative tok/s ÷ target-alone tok/s (real engine timings).", fmt_speedup),
-    Metric("ar_tokens_per_second", "Target alone", "AR tok/s",
-           "Tokens / s of the target decoding alone on the same prompt and settings.", lambda x: fmt_num(x, 1)),
+    Metric("draft_forward_ms_median", N_("Draft pass (median)"), "draft forward ms",
+           N_("Median time of one draft forward pass (the prompt-reading first pass left out)."), fmt_ms),
+    Metric("target_forward_ms_median", N_("Target pass (median)"), "target forward ms",
+           N_("Median time of one target forward pass (the prompt-reading first pass left out)."), fmt_ms),
+    Metric("cost_ratio_c", N_("Cost ratio c"), "cost ratio c",
+           N_("Median draft pass ÷ median target pass. Speculation can only pay off when α > c, where α is the "
+              "per-token acceptance probability (not the acceptance rate) and c the cost ratio."),
+           lambda x: fmt_num(x, 2)),
+    Metric("draft_idle_fraction", N_("Draft idle"), "draft idle",
+           N_("Share of wall time the draft runs no forward pass: it waits while the target verifies."), fmt_pct),
+    Metric("target_idle_fraction", N_("Target idle"), "target idle",
+           N_("Share of wall time the target runs no forward pass: it waits while the draft guesses."), fmt_pct),
+    Metric("overhead_ms", N_("Overhead"), "overhead ms",
+           N_("Wall time inside no forward pass: sampling, cache rollback, Python."), fmt_ms),
+    Metric("speedup", N_("Speedup"), "speedup",
+           N_("Speculative tok/s ÷ target-alone tok/s (real engine timings)."), fmt_speedup),
+    Metric("ar_tokens_per_second", N_("Target alone"), "AR tok/s",
+           N_("Tokens / s of the target decoding alone on the same prompt and settings."),
+           lambda x: fmt_num(x, 1)),
 )
 METRICS: dict[str, Metric] = {m.key: m for m in _TABLE}
 

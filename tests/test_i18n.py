@@ -1,26 +1,38 @@
 """Every message the app shows exists in Chinese: the catalog covers what Babel extracts
-from the sources, with no empty or fuzzy translation."""
+from the sources (``_()`` in the app, ``N_()`` in the library modules the CLI shares),
+with no empty or fuzzy translation, and each translation keeps its placeholders."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from babel.messages.extract import extract_from_dir
+import re
+
+from babel.messages.extract import extract, extract_from_dir
 from babel.messages.pofile import read_po
 
 from specviz.i18n import catalog_path, gettext_for, match
 
 ROOT = Path(__file__).resolve().parent.parent
+KEYWORDS = {"_": None, "N_": None}  # as in specviz/i18n.py's pybabel extract -k _ -k N_
 
 
 def _extracted() -> set[str]:
     found = set()
     for folder in ("specviz", "pages"):
         for _file, _line, message, _comments, _ctx in extract_from_dir(
-            ROOT / folder, method_map=[("**.py", "python")], keywords={"_": None}
+            ROOT / folder, method_map=[("**.py", "python")], keywords=KEYWORDS
         ):
             found.add(message if isinstance(message, str) else message[0])
+    with (ROOT / "app.py").open("rb") as f:  # the page titles
+        for _line, message, _comments, _ctx in extract("python", f, keywords=KEYWORDS):
+            found.add(message if isinstance(message, str) else message[0])
     return found
+
+
+def _placeholders(text: str) -> list[str]:
+    """Python's {name} fields and plotly's %{name} ones."""
+    return sorted(re.findall(r"%?\{[^{}]*\}", text))
 
 
 def test_every_message_has_a_chinese_translation():
@@ -32,6 +44,21 @@ def test_every_message_has_a_chinese_translation():
     assert not missing, f"{len(missing)} messages lack a Chinese translation, first: {missing[:3]}"
     fuzzy = [m.id for m in catalog if m.id and m.fuzzy]
     assert not fuzzy, f"fuzzy (unchecked) translations: {fuzzy[:3]}"
+
+
+def test_translations_keep_their_placeholders():
+    with catalog_path("zh_CN").open("rb") as f:
+        catalog = read_po(f)
+    wrong = [m.id for m in catalog if m.id and m.string and _placeholders(m.id) != _placeholders(m.string)]
+    assert not wrong, f"translations that change their placeholders: {wrong[:3]}"
+
+
+def test_library_text_is_marked_not_translated():
+    """N_ marks text for extraction and returns it as it is: the CLI stays English."""
+    from specviz.i18n import N_
+
+    assert N_("Tokens / s") == "Tokens / s"
+    assert "Tokens / s" in _extracted() and "Draft pass" in _extracted() and "Live" in _extracted()
 
 
 def test_the_compiled_catalog_translates():

@@ -7,36 +7,40 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.figures.palette import ACCEPTED, FONT_SIZE, PENDING, SERIES
+from specviz.i18n import N_, Translator
 from specviz.metrics import METRICS, fmt_pct, live_summary, text
 from specviz.trace import Trace
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))
-AR_LABEL = "target alone (AR)"
+AR_LABEL = N_("target alone (AR)")
 AR_HALF_WIDTH = 0.35  # a baseline is drawn across its runs' γ, this far either side
 
 
-def acceptance_figure(trace: Trace, height: int = 270) -> go.Figure:
-    """Per-position acceptance: of the rounds that drafted position i, the share that kept it."""
+def acceptance_figure(trace: Trace, height: int = 270, tr: Translator = N_) -> go.Figure:
+    """Per-position acceptance: of the rounds that drafted position i, the share that kept it.
+    ``tr`` translates the text (default: English)."""
     rates = live_summary(trace).get("per_position_acceptance") or []
     xs = [str(i + 1) for i in range(len(rates))]
     fig = go.Figure()
     fig.add_trace(
-        go.Bar(x=xs, y=rates, name="measured", marker=dict(color=ACCEPTED),
+        go.Bar(x=xs, y=rates, name=tr(N_("measured")), marker=dict(color=ACCEPTED),
                text=[fmt_pct(r) for r in rates], textposition="outside", cliponaxis=False,
-               hovertemplate="draft position %{x}: %{text} of the rounds that drafted it kept it<extra></extra>")
+               hovertemplate=tr(N_("draft position %{x}: %{text} of the rounds that drafted it kept it"))
+               + "<extra></extra>")
     )
     if len(rates) > 1 and rates[0] > 0:
         geo = [rates[0] ** (i + 1) for i in range(len(rates))]
         fig.add_trace(
-            go.Scatter(x=xs, y=geo, mode="lines+markers", name="if independent: p₁ⁱ",
+            go.Scatter(x=xs, y=geo, mode="lines+markers", name=tr(N_("if independent: p₁ⁱ")),
                        line=dict(color=PENDING, dash="dot", width=2), marker=dict(size=7, symbol="diamond"),
                        customdata=[fmt_pct(g) for g in geo],
-                       hovertemplate="position %{x}: %{customdata} if each token survived independently<extra></extra>")
+                       hovertemplate=tr(N_("position %{x}: %{customdata} if each token survived independently"))
+                       + "<extra></extra>")
         )
     fig.update_layout(height=height, margin=dict(l=8, r=8, t=36, b=44), font=dict(size=FONT_SIZE), bargap=0.25,
                       legend=LEGEND, showlegend=len(rates) > 1)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", fixedrange=True)
-    fig.update_xaxes(title=dict(text="draft position in the round", font=dict(size=13)), type="category",
+    fig.update_xaxes(title=dict(text=tr(N_("draft position in the round")), font=dict(size=13)), type="category",
                      fixedrange=True)
     return fig
 
@@ -46,18 +50,21 @@ AR_TPS = METRICS["ar_tokens_per_second"].column
 ACCEPTANCE = METRICS["acceptance_rate"].column
 
 
-def _run_points(rows: list[dict[str, Any]], example: str, color: str) -> go.Scatter:
+def _run_points(rows: list[dict[str, Any]], example: str, color: str, tr: Translator = N_) -> go.Scatter:
+    name = tr(example)  # an example prompt's name (marked in specviz.ui.chrome), or "custom"
     return go.Scatter(
-        x=[r["gamma"] for r in rows], y=[r[TPS] for r in rows], mode="markers", name=example,
+        x=[r["gamma"] for r in rows], y=[r[TPS] for r in rows], mode="markers", name=name,
         legendgroup=example, marker=dict(size=13, color=color, line=dict(width=1, color="white")),
         customdata=[[r["run"], text("tokens_per_second", r[TPS]), text("acceptance_rate", r[ACCEPTANCE])]
                     for r in rows],
-        hovertemplate="run %{customdata[0]} · γ=%{x}: %{customdata[1]} tok/s, acceptance %{customdata[2]}"
-                      f"<extra>{example}</extra>",
+        # plotly's %{...} placeholders, not Python's: the template is never .format()ted
+        hovertemplate=tr(N_("run %{customdata[0]} · γ=%{x}: %{customdata[1]} tok/s, acceptance %{customdata[2]}"))
+        + f"<extra>{name}</extra>",
     )
 
 
-def _baseline_segments(rows: list[dict[str, Any]], example: str, color: str) -> go.Scatter | None:
+def _baseline_segments(rows: list[dict[str, Any]], example: str, color: str,
+                       tr: Translator = N_) -> go.Scatter | None:
     """The example's target-alone speeds as dashed level lines across the γ of the runs
     raced against them (γ does not change the target-alone run), drawn over the runs' points."""
     levels: dict[float, list[int]] = {}
@@ -71,29 +78,31 @@ def _baseline_segments(rows: list[dict[str, Any]], example: str, color: str) -> 
         xs += [min(gammas) - AR_HALF_WIDTH, max(gammas) + AR_HALF_WIDTH, None]
         ys += [level, level, None]
         tips += [text("ar_tokens_per_second", level)] * 2 + [None]
+    name = tr(example)
     return go.Scatter(
-        x=xs, y=ys, mode="lines", name=f"{AR_LABEL} · {example}", legendgroup=AR_LABEL, showlegend=False,
+        x=xs, y=ys, mode="lines", name=f"{tr(AR_LABEL)} · {name}", legendgroup=AR_LABEL, showlegend=False,
         line=dict(color=color, width=2.5, dash="dash"), customdata=tips,
-        hovertemplate=f"target alone: %{{customdata}} tok/s<extra>{example}</extra>",
+        hovertemplate=tr(N_("target alone: %{customdata} tok/s")) + f"<extra>{name}</extra>",
     )
 
 
-def history_figure(rows: list[dict[str, Any]], height: int = 270) -> go.Figure:
+def history_figure(rows: list[dict[str, Any]], height: int = 270, tr: Translator = N_) -> go.Figure:
     """tok/s against γ for every run in the history, one colour per example prompt, with
-    each example's target-alone speed as a dashed level line in its colour, on top."""
+    each example's target-alone speed as a dashed level line in its colour, on top.
+    ``tr`` translates the text (default: English)."""
     fig = go.Figure()
     examples = sorted({r["example"] for r in rows})
     colors = {ex: SERIES[i % len(SERIES)] for i, ex in enumerate(examples)}
     for ex in examples:
-        fig.add_trace(_run_points([r for r in rows if r["example"] == ex], ex, colors[ex]))
-    lines = [_baseline_segments([r for r in rows if r["example"] == ex], ex, colors[ex]) for ex in examples]
+        fig.add_trace(_run_points([r for r in rows if r["example"] == ex], ex, colors[ex], tr))
+    lines = [_baseline_segments([r for r in rows if r["example"] == ex], ex, colors[ex], tr) for ex in examples]
     lines = [line for line in lines if line is not None]
     if lines:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=AR_LABEL, legendgroup=AR_LABEL,
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=tr(AR_LABEL), legendgroup=AR_LABEL,
                                  line=dict(color=PENDING, width=2.5, dash="dash"), hoverinfo="skip"))
         for line in lines:
             fig.add_trace(line)
     fig.update_layout(height=height, margin=dict(l=8, r=8, t=36, b=44), font=dict(size=FONT_SIZE), legend=LEGEND)
-    fig.update_xaxes(title=dict(text="γ (draft length)", font=dict(size=13)), dtick=1)
-    fig.update_yaxes(title=dict(text="tokens / s", font=dict(size=13)), rangemode="tozero")
+    fig.update_xaxes(title=dict(text=tr(N_("γ (draft length)")), font=dict(size=13)), dtick=1)
+    fig.update_yaxes(title=dict(text=tr(N_("tokens / s")), font=dict(size=13)), rangemode="tozero")
     return fig

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specviz.i18n import N_, Translator
 from specviz.metrics import DASH, HISTORY_METRICS, METRICS, live_summary, percent
 from specviz.trace import Trace
 
@@ -23,7 +24,8 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
     """One row of the run history for a finished (or stopped) run.
 
     ``example``: the example prompt's name, or "custom"; ``ar``: the target-alone run
-    raced against it; ``baseline``: "measured" or "reused from run N" (None: no race)."""
+    raced against it; ``baseline``: "measured" or "reused from run N" (None: no race),
+    stored in English (MEASURED, REUSED) and shown through ``baseline_text``."""
     s = live_summary(trace)
     cfg = trace.config
     values = {**s, "ar_tokens_per_second": live_summary(ar)["tokens_per_second"] if ar is not None else None,
@@ -61,22 +63,35 @@ def _metric_column(key: str, width: int, bar: bool = False) -> Column:
 
 
 TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
-    Column("run", "#", 40, "Run number"),
-    Column("example", "Example", 92, "The example prompt, or custom"),
-    Column("gamma", "γ", 40, "Draft length"),
-    Column("temperature", "Temp", 56, "Sampling temperature (0 = greedy)"),
+    Column("run", "#", 40, N_("Run number")),
+    Column("example", N_("Example"), 92, N_("The example prompt, or custom")),
+    Column("gamma", "γ", 40, N_("Draft length")),
+    Column("temperature", N_("Temp"), 56, N_("Sampling temperature (0 = greedy)")),
     _metric_column("tokens_per_second", 88),
     _metric_column("acceptance_rate", 112, bar=True),
     _metric_column("mean_acceptance_length", 116),
     _metric_column("speedup", 80),
-    Column("identical", "Identical", 84, "Identical to the target-alone output"),
-    Column("baseline", "Baseline", 150, "The target-alone run: measured for this run, or reused from an "
-                                        "earlier one with the same pair, prompt and settings"),
+    Column("identical", N_("Identical"), 84, N_("Identical to the target-alone output")),
+    Column("baseline", N_("Baseline"), 150, N_("The target-alone run: measured for this run, or reused from an "
+                                               "earlier one with the same pair, prompt and settings")),
 )
 _METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}
 
 
-def _shown(key: str, value: Any, bar: bool) -> Any:
+MEASURED, REUSED = N_("measured"), N_("reused from run {run}")  # a row's "baseline", as stored (English)
+
+
+def baseline_text(baseline: str | None, tr: Translator = N_) -> str | None:
+    """A row's "baseline" in the page's language: "measured" or "reused from run N"."""
+    if baseline == MEASURED:
+        return tr(MEASURED)
+    head = REUSED.split("{")[0]
+    if baseline and baseline.startswith(head) and baseline[len(head):].isdigit():
+        return tr(REUSED).format(run=baseline[len(head):])
+    return baseline
+
+
+def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
     if bar:
         return percent(value)
     if key in _METRIC_BY_COLUMN:
@@ -84,13 +99,17 @@ def _shown(key: str, value: Any, bar: bool) -> Any:
     if value is None:
         return DASH
     if key == "identical":
-        return "yes" if value else "no"
+        return tr(N_("yes")) if value else tr(N_("no"))
     if key == "temperature":
         return f"{value:g}"
+    if key == "example":
+        return tr(value)  # the example's name (marked in specviz.ui.chrome), or "custom"
+    if key == "baseline":
+        return baseline_text(value, tr)
     return str(value)
 
 
-def history_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[str, Any]]:
     """The rows as the table shows them, newest first: text through each metric's
-    formatter, the bar columns as whole percentages."""
-    return [{c.key: _shown(c.key, r.get(c.key), c.bar) for c in TABLE_COLUMNS} for r in reversed(rows)]
+    formatter, the bar columns as whole percentages; ``tr`` translates the words."""
+    return [{c.key: _shown(c.key, r.get(c.key), c.bar, tr) for c in TABLE_COLUMNS} for r in reversed(rows)]

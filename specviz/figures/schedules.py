@@ -8,17 +8,20 @@ from plotly.subplots import make_subplots
 
 from specviz.figures.palette import ACCEPTED, DRAFT, TARGET
 from specviz.figures.timeline import base_layout, add_timeline
+from specviz.i18n import N_, Translator
 
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
 
 
-def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, height: int = 560) -> go.Figure:
-    """``results``: name -> ScheduleResult (specviz.schedules); ``titles``: name -> subplot title."""
+def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, height: int = 560,
+                     tr: Translator = N_) -> go.Figure:
+    """``results``: name -> ScheduleResult (specviz.schedules); ``titles``: name -> subplot title;
+    ``tr`` translates the lanes, legend and hover text (default: English)."""
     names = list(results)
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=[titles[n] for n in names])
     for row, name in enumerate(names, start=1):
-        add_timeline(fig, results[name].trace, row=row, legend=row == 1)
+        add_timeline(fig, results[name].trace, row=row, legend=row == 1, tr=tr)
         fig.add_vline(x=results[name].wall_ms, line=dict(color=FINISH.get(name, TARGET), width=2), row=row, col=1)
     base_layout(fig, height, max(r.wall_ms for r in results.values()), None)
     fig.update_layout(margin=dict(t=60))

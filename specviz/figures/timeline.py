@@ -2,7 +2,9 @@
 
 One lane per model on a millisecond axis (real engine time since the start): forward
 passes as bars, waiting hatched, round starts dotted and labelled, each lane's idle
-share by its name. Colours are Okabe-Ito (colour-blind safe).
+share by its name. Colours are Okabe-Ito (colour-blind safe). Every text is English
+marked with ``N_``; the functions take a ``tr`` that translates it (the app passes its
+``_``; the default keeps English).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, IDLE, PENDING, TARGET
-from specviz.marks import DRAFT_VERDICT, round_spans, target_label
+from specviz.i18n import N_, Translator
+from specviz.marks import DRAFT_VERDICT, LABELS, round_spans, target_label
 from specviz.metrics import fmt_ms, fmt_pct, live_summary
 from specviz.trace import Event, Round, Trace, is_draft_step, is_verify_step
 
@@ -81,43 +84,55 @@ def _timing(e: Event) -> str:
     return f"{fmt_ms(e.duration_ms)} ({e.start_ms:.1f}–{e.end_ms:.1f} ms)"
 
 
-def _draft_bar(rnd: Round, i: int, e: Event, verified: bool) -> tuple[str, Bar]:
+def _draft_bar(rnd: Round, i: int, e: Event, verified: bool, tr: Translator = N_) -> tuple[str, Bar]:
     """The i-th drafting pass of a round, as (row, bar); a prefill reads the prompt too."""
     tok = rnd.proposed_text[i] if i < len(rnd.proposed_text) else ""
     spans = round_spans(rnd) if verified else []
-    verdict = DRAFT_VERDICT[spans[i].kind] if i < len(spans) and spans[i].kind in DRAFT_VERDICT else "not yet checked"
-    head, row = f"round {rnd.index + 1} · draft pass {i + 1}", "draft"
+    kind = spans[i].kind if i < len(spans) else None
+    verdict = tr(DRAFT_VERDICT[kind]) if kind in DRAFT_VERDICT else tr(N_("not yet checked"))
+    head = tr(N_("round {n} · draft pass {i}")).format(n=rnd.index + 1, i=i + 1)
+    row = "draft"
     if e.kind == "prefill":
-        head, row = f"round {rnd.index + 1} · draft prefill: reads the prompt ({len(e.tokens)} tokens)", "prefill"
-    return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>proposes {tok!r} → {verdict}")
+        head = tr(N_("round {n} · draft prefill: reads the prompt ({tokens} tokens)")).format(
+            n=rnd.index + 1, tokens=len(e.tokens))
+        row = "prefill"
+    what = tr(N_("proposes {token} → {verdict}")).format(token=repr(tok), verdict=verdict)
+    return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>{what}")
 
 
-def _lookup_bar(rnd: Round, e: Event) -> Bar:
-    return Bar("draft", e.start_ms, e.duration_ms,
-               f"<b>round {rnd.index + 1} · n-gram lookup</b><br>{fmt_ms(e.duration_ms)}<br>"
-               f"proposes {_tokens_list(rnd.proposed_text)}")
+def _lookup_bar(rnd: Round, e: Event, tr: Translator = N_) -> Bar:
+    head = tr(N_("round {n} · n-gram lookup")).format(n=rnd.index + 1)
+    what = tr(N_("proposes {tokens}")).format(tokens=_tokens_list(rnd.proposed_text))
+    return Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{fmt_ms(e.duration_ms)}<br>{what}")
 
 
-def _target_bar(rnd: Round, e: Event, autoregressive: bool) -> tuple[str, Bar]:
+def _target_bar(rnd: Round, e: Event, autoregressive: bool, tr: Translator = N_) -> tuple[str, Bar]:
     """A round's target pass, as (row, bar); the first one reads the prompt too."""
     n = len(rnd.proposed)
     if n:
-        title = f"round {rnd.index + 1} · verify pass ({n + 1} positions)"
-        own = (f"{target_label(rnd)} {rnd.correction_text!r}" if len(rnd.emitted) > rnd.accepted
-               else f"the output ends after {len(rnd.emitted)}: the target's {rnd.correction_text!r} is not emitted")
-        what = (f"checks {n} draft token{'s' if n != 1 else ''} {_tokens_list(rnd.proposed_text)}<br>"
-                f"{rnd.accepted} accepted, {own}")
+        title = tr(N_("round {n} · verify pass ({positions} positions)")).format(n=rnd.index + 1, positions=n + 1)
+        if len(rnd.emitted) > rnd.accepted:
+            own = f"{tr(LABELS[target_label(rnd)])} {rnd.correction_text!r}"
+        else:
+            own = tr(N_("the output ends after {count}: the target's {token} is not emitted")).format(
+                count=len(rnd.emitted), token=repr(rnd.correction_text))
+        checks = (N_("checks 1 draft token {tokens}") if n == 1 else N_("checks {n} draft tokens {tokens}"))
+        what = (tr(checks).format(n=n, tokens=_tokens_list(rnd.proposed_text)) + "<br>"
+                + tr(N_("{accepted} accepted, {own}")).format(accepted=rnd.accepted, own=own))
     else:
-        title = f"token {rnd.index + 1} · target pass" if autoregressive else f"round {rnd.index + 1} · target pass (no draft)"
-        what = f"emits {rnd.correction_text!r}"
+        if autoregressive:
+            title = tr(N_("token {n} · target pass")).format(n=rnd.index + 1)
+        else:
+            title = tr(N_("round {n} · target pass (no draft)")).format(n=rnd.index + 1)
+        what = tr(N_("emits {token}")).format(token=repr(rnd.correction_text))
     row = "target"
     if e.kind == "prefill":
-        title += f", which also reads the prompt ({len(e.tokens) - n} tokens)"
+        title += tr(N_(", which also reads the prompt ({tokens} tokens)")).format(tokens=len(e.tokens) - n)
         row = "prefill"
     return row, Bar("target", e.start_ms, e.duration_ms, f"<b>{title}</b><br>{_timing(e)}<br>{what}")
 
 
-def bar_rows(trace: Trace) -> dict[str, list[Bar]]:
+def bar_rows(trace: Trace, tr: Translator = N_) -> dict[str, list[Bar]]:
     """Bars by row: draft passes (and lookups), target passes, prefills (each model's first pass)."""
     rows: dict[str, list[Bar]] = {"draft": [], "target": [], "prefill": []}
     autoregressive = trace.config.mode == "autoregressive"
@@ -125,18 +140,23 @@ def bar_rows(trace: Trace) -> dict[str, list[Bar]]:
         verified = any(is_verify_step(e) for e in rnd.events)
         drafts = [e for e in rnd.events if e.is_forward and is_draft_step(e)]
         for i, e in enumerate(drafts):
-            row, bar = _draft_bar(rnd, i, e, verified)
+            row, bar = _draft_bar(rnd, i, e, verified, tr)
             rows[row].append(bar)
         for e in rnd.events:
             if e.kind == "lookup":
-                rows["draft"].append(_lookup_bar(rnd, e))
+                rows["draft"].append(_lookup_bar(rnd, e, tr))
             elif is_verify_step(e):
-                row, bar = _target_bar(rnd, e, autoregressive)
+                row, bar = _target_bar(rnd, e, autoregressive, tr)
                 rows[row].append(bar)
     return rows
 
 
-def wait_bars(trace: Trace, lanes: list[str]) -> list[Bar]:
+IDLE_TITLE = {"draft": N_("draft idle"), "target": N_("target idle")}
+WAITING_FOR = {"draft": N_("waiting while the draft runs ({ms})"), "target": N_("waiting while the target runs ({ms})")}
+LANE_NAME = {"draft": N_("Draft"), "target": N_("Target")}
+
+
+def wait_bars(trace: Trace, lanes: list[str], tr: Translator = N_) -> list[Bar]:
     """Each lane's idle spans, saying whether it waited for the other model or for bookkeeping."""
     bars = []
     for lane in lanes:
@@ -144,8 +164,10 @@ def wait_bars(trace: Trace, lanes: list[str]) -> list[Bar]:
         busy = busy_intervals(trace, other)
         for s, e in idle_intervals(trace, lane):
             d, o = e - s, _overlap((s, e), busy)
-            why = f"waiting while the {other} runs ({fmt_ms(o)})" if o > 0.05 * d else "sampling, rollback and bookkeeping"
-            bars.append(Bar(lane, s, d, f"<b>{lane} idle</b><br>{fmt_ms(d)} ({s:.1f}–{e:.1f} ms)<br>{why}"))
+            why = (tr(WAITING_FOR[other]).format(ms=fmt_ms(o)) if o > 0.05 * d
+                   else tr(N_("sampling, rollback and bookkeeping")))
+            title = tr(IDLE_TITLE[lane])
+            bars.append(Bar(lane, s, d, f"<b>{title}</b><br>{fmt_ms(d)} ({s:.1f}–{e:.1f} ms)<br>{why}"))
     return bars
 
 
@@ -184,14 +206,14 @@ def _labelled_rounds(rounds: list[Round], wall_ms: float) -> list[Round]:
     return labelled
 
 
-def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict) -> None:
+def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, tr: Translator = N_) -> None:
     """One dotted line per round start, labelled R1, R2, ... (thinned out)."""
     rounds = [r for r in trace.rounds if r.events]
     if not rounds or trace.config.mode != "speculative":
         return
     xs = [x for r in rounds for x in (r.start_ms, r.start_ms, None)]
     ys = [y for _ in rounds for y in (-0.5, top, None)]
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="Round start", hoverinfo="skip", showlegend=False,
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=tr(N_("Round start")), hoverinfo="skip", showlegend=False,
                              line=dict(color=PENDING, width=1, dash="dot")), **where)
     labelled = _labelled_rounds(rounds, trace.wall_ms)
     fig.add_trace(go.Scatter(
@@ -201,31 +223,32 @@ def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict) -> 
     ), **where)
 
 
-def _lane_ticks(trace: Trace, lanes: list[str], prefix: str) -> list[str]:
+def _lane_ticks(trace: Trace, lanes: list[str], prefix: str, tr: Translator = N_) -> list[str]:
     summary = live_summary(trace)
     ticks = []
     for lane in reversed(lanes):
         frac = summary.get(f"{lane}_idle_fraction")
-        name = f"<b>{prefix}{lane.capitalize()}</b>"
-        ticks.append(f"{name}<br>idle {fmt_pct(frac)}" if frac is not None else name)
+        name = f"<b>{prefix}{tr(LANE_NAME[lane])}</b>"
+        ticks.append(f"{name}<br>" + tr(N_("idle {percent}")).format(percent=fmt_pct(frac)) if frac is not None
+                     else name)
     return ticks
 
 
 def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: bool = True,
-                 label_prefix: str = "") -> None:
-    """Draw ``trace``'s lanes into ``fig`` (at subplot ``row`` if given)."""
+                 label_prefix: str = "", tr: Translator = N_) -> None:
+    """Draw ``trace``'s lanes into ``fig`` (at subplot ``row`` if given); ``tr`` translates the text."""
     where = dict(row=row, col=1) if row else {}
     lanes = lanes_of(trace)
     ys = {lane: i for i, lane in enumerate(reversed(lanes))}  # first lane on top
-    rows = bar_rows(trace)
-    _add_bars(fig, "Draft pass", rows["draft"], ys, where, color=DRAFT, width=BAR_WIDTH, legend=legend)
-    _add_bars(fig, "Target pass", rows["target"], ys, where, color=TARGET, width=BAR_WIDTH, legend=legend)
-    _add_bars(fig, "Prefill", rows["prefill"], ys, where, color=PENDING, width=BAR_WIDTH, legend=legend,
+    rows = bar_rows(trace, tr)
+    _add_bars(fig, tr(N_("Draft pass")), rows["draft"], ys, where, color=DRAFT, width=BAR_WIDTH, legend=legend)
+    _add_bars(fig, tr(N_("Target pass")), rows["target"], ys, where, color=TARGET, width=BAR_WIDTH, legend=legend)
+    _add_bars(fig, tr(N_("Prefill")), rows["prefill"], ys, where, color=PENDING, width=BAR_WIDTH, legend=legend,
               opacity=0.55)
-    _add_bars(fig, "Waiting", wait_bars(trace, lanes), ys, where, color="rgba(0,0,0,0)", width=WAIT_WIDTH,
-              legend=legend, pattern=WAIT_PATTERN)
-    _add_round_starts(fig, trace, len(lanes) - 0.5, where)
-    fig.update_yaxes(tickvals=list(range(len(lanes))), ticktext=_lane_ticks(trace, lanes, label_prefix),
+    _add_bars(fig, tr(N_("Waiting")), wait_bars(trace, lanes, tr), ys, where, color="rgba(0,0,0,0)",
+              width=WAIT_WIDTH, legend=legend, pattern=WAIT_PATTERN)
+    _add_round_starts(fig, trace, len(lanes) - 0.5, where, tr)
+    fig.update_yaxes(tickvals=list(range(len(lanes))), ticktext=_lane_ticks(trace, lanes, label_prefix, tr),
                      range=[-0.6, len(lanes) - 0.25], showgrid=False, zeroline=False, fixedrange=True, **where)
 
 
@@ -245,40 +268,42 @@ def base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) ->
 
 
 def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 240,
-                    title: str | None = None) -> go.Figure:
+                    title: str | None = None, tr: Translator = N_) -> go.Figure:
     """Draft and target lanes on one millisecond axis (real engine time since the start):
     forward passes as bars, waiting hatched, round starts dotted and labelled, the idle
-    fraction of each lane by its name."""
+    fraction of each lane by its name. ``tr`` translates the text (default: English)."""
     fig = go.Figure()
-    add_timeline(fig, trace)
+    add_timeline(fig, trace, tr=tr)
     base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
     fig.update_layout(margin=dict(b=28))
     return fig
 
 
-def _race_titles(sd: Trace, ar: Trace | None) -> list[str]:
+def _race_titles(sd: Trace, ar: Trace | None, tr: Translator = N_) -> list[str]:
     sd_s = live_summary(sd)
-    titles = [f"Speculative, γ={sd.config.gamma}: {sd_s['new_tokens']} tokens in {fmt_ms(sd.wall_ms)}"]
+    titles = [tr(N_("Speculative, γ={gamma}: {tokens} tokens in {time}")).format(
+        gamma=sd.config.gamma, tokens=sd_s["new_tokens"], time=fmt_ms(sd.wall_ms))]
     if ar is None:
-        return titles + ["Autoregressive, target alone: not run yet"]
+        return titles + [tr(N_("Autoregressive, target alone: not run yet"))]
     ar_s = live_summary(ar)
-    return titles + [f"Autoregressive, target alone: {ar_s['new_tokens']} tokens in {fmt_ms(ar.wall_ms)}"]
+    return titles + [tr(N_("Autoregressive, target alone: {tokens} tokens in {time}")).format(
+        tokens=ar_s["new_tokens"], time=fmt_ms(ar.wall_ms))]
 
 
-def race_figure(sd: Trace, ar: Trace | None, height: int = 380) -> go.Figure:
+def race_figure(sd: Trace, ar: Trace | None, height: int = 380, tr: Translator = N_) -> go.Figure:
     """Speculative (draft + target) above autoregressive (target alone), one shared
-    time axis, each run's finish marked."""
+    time axis, each run's finish marked. ``tr`` translates the text (default: English)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.2,
-                        row_heights=[2, 1.15], subplot_titles=_race_titles(sd, ar))
-    add_timeline(fig, sd, row=1, legend=False)  # the timeline above carries the legend
+                        row_heights=[2, 1.15], subplot_titles=_race_titles(sd, ar, tr))
+    add_timeline(fig, sd, row=1, legend=False, tr=tr)  # the timeline above carries the legend
     if ar is not None:
-        add_timeline(fig, ar, row=2, legend=False)
+        add_timeline(fig, ar, row=2, legend=False, tr=tr)
     base_layout(fig, height, max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0), None)
     fig.update_layout(margin=dict(t=34), showlegend=False)
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
-    for row, tr, color in ((1, sd, ACCEPTED), (2, ar, TARGET)):
-        if tr is not None and tr.rounds:
-            fig.add_vline(x=tr.wall_ms, line=dict(color=color, width=2), row=row, col=1)
-    fig.update_xaxes(title=dict(text="real engine time since start (ms), same scale for both", font=dict(size=13)),
-                     row=2, col=1)
+    for row, run, color in ((1, sd, ACCEPTED), (2, ar, TARGET)):
+        if run is not None and run.rounds:
+            fig.add_vline(x=run.wall_ms, line=dict(color=color, width=2), row=row, col=1)
+    fig.update_xaxes(title=dict(text=tr(N_("real engine time since start (ms), same scale for both")),
+                                font=dict(size=13)), row=2, col=1)
     return fig

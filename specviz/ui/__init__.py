@@ -11,7 +11,7 @@ The engine's clock stops while a round is held, so the slow-motion animation bet
 rounds never touches the timings shown: they are the real ones.
 """
 
-from specviz.ui.chrome import EXAMPLES, SHORTCUTS, SPEEDS, page_chrome, recorded_traces
+from specviz.ui.chrome import EXAMPLES, SHORTCUTS, SPEEDS, keep_choices, page_chrome, recorded_traces, translator
 from specviz.ui.controller import handle_command, play, render_state, step
 from specviz.ui.history import history_section
 from specviz.ui.pair import require_pair, sidebar_pair
@@ -46,6 +46,7 @@ __all__ = [
     "handle_command",
     "history_section",
     "init_controls",
+    "keep_choices",
     "live_state",
     "load_source",
     "load_trace_file",
@@ -63,4 +64,5 @@ __all__ = [
     "set_cmd",
     "sidebar_pair",
     "step",
+    "translator",
 ]

@@ -12,19 +12,25 @@ from pathlib import Path
 
 import streamlit as st
 
+from specviz.i18n import N_, Translator, gettext_for
+from specviz.ui.lang import _, current
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 ASSETS = ROOT / "assets"
 TRACES_DIR = ASSETS / "traces"
 
+# The names are keys (stored in the run history) and English text marked with N_: the page
+# shows _(name). The prompts stay as they are in every language: they are what the models
+# read, and the point is how well the draft guesses each kind of text.
 EXAMPLES = {
-    "Code": "Write a Python function is_prime(n) that returns True when n is a prime number.",
+    N_("Code"): "Write a Python function is_prime(n) that returns True when n is a prime number.",
     "JSON": "Return a JSON object for a book with the keys title, author, year and tags (three tags).",
-    "Prose": "Describe a rainy afternoon in a small seaside town in three sentences.",
+    N_("Prose"): "Describe a rainy afternoon in a small seaside town in three sentences.",
     "中文": "用三句话介绍长城的历史。",
-    "Counting": "Count from 1 to 40, separated by commas.",
+    N_("Counting"): "Count from 1 to 40, separated by commas.",
 }
 SHORTCUTS = {"run": "G", "step": "S", "autoplay": "A", "stop": "X"}
-SPEEDS = {"Instant": 0.0, "Fast": 0.35, "Normal": 1.0, "Slow": 2.2}
+SPEEDS = {N_("Instant"): 0.0, N_("Fast"): 0.35, N_("Normal"): 1.0, N_("Slow"): 2.2}  # keys shown as _(key)
 DEFAULTS = {
     "prompt": EXAMPLES["Code"],
     "gamma": 4,
@@ -46,15 +52,38 @@ def page_chrome() -> None:
     runs a page file on its own when a server's first session opens on that page, and
     AppTest does so on every rerun.)"""
     st.set_page_config(
-        page_title="specviz · speculative decoding, live",
+        page_title=_("specviz · speculative decoding, live"),
         page_icon=str(ASSETS / "icon.svg"),
         layout="wide",
         initial_sidebar_state=340,  # a width in px: a readable prompt box
-        menu_items={"About": "specviz: a small draft model proposes, a large target verifies. "
-                             "Watch what is accepted, what is thrown away, and who waits for whom."},
+        menu_items={"About": _("specviz: a small draft model proposes, a large target verifies. "
+                               "Watch what is accepted, what is thrown away, and who waits for whom.")},
     )
     st.html(f"<style>{(ASSETS / 'specviz.css').read_text(encoding='utf-8')}</style>")
     st.logo(str(ASSETS / "logo.svg"), icon_image=str(ASSETS / "icon.svg"), size="large")
+
+
+def translator() -> Translator:
+    """The page language's ``_``, bound now: for a widget's format_func, which Streamlit may
+    call again outside the script run (AppTest does, when it sends the widget's value)."""
+    return gettext_for(current())
+
+
+def keep_choices(*keys: str) -> None:
+    """Keep these choice widgets' values across a language change. Call it before drawing them.
+
+    The browser sends a choice back as the text it shows (its format_func's), and Streamlit
+    reads it against this run's texts: after a switch of language the old text is no
+    longer an option, and the widget would fall back to its default (a select_slider) or
+    return the text itself (a selectbox). Read here, before the widget is drawn, the value
+    is still last run's; set again, it wins over the browser's."""
+    ss = st.session_state
+    lang = current()
+    drawn_in = ss.setdefault("_choice_langs", {})
+    for key in keys:
+        if key in ss and drawn_in.get(key, lang) != lang:
+            ss[key] = ss[key]
+        drawn_in[key] = lang
 
 
 def recorded_traces() -> list[Path]:

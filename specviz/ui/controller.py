@@ -18,10 +18,13 @@ import streamlit as st
 
 from specviz import BadInput, ModelPair, RunConfig, SpecvizError
 from specviz import figures as F
+from specviz.figures.history import MEASURED, REUSED
+from specviz.i18n import N_, translate_known
 from specviz.race import Race
 from specviz.ui.chrome import SHORTCUTS
-from specviz.ui.state import LiveState, _sentence, example_of, field_of, signature
-from specviz.ui.view import RunView, animate_round
+from specviz.ui.lang import _
+from specviz.ui.state import LiveState, bad_input_text, example_of, field_of, signature
+from specviz.ui.view import RunView, animate_round, stop_reason_text
 
 # One round at a time in this process: viewers in several browser tabs share the models,
 # and a forward pass timed while another session's pass runs would not be the real cost.
@@ -56,40 +59,47 @@ def _prev_row(state: LiveState) -> dict | None:
     return rows[-1] if rows else None
 
 
+# The heavy jobs that can overlap a run (specviz.contention's labels, English): shown translated.
+CONTENTION_JOBS = (N_("loading the {pair} pair ({dtype})"), N_("measuring forward-pass costs"))
+
+
 def contention_note(state: LiveState) -> str | None:
     """A warning when a run was timed while a model was loading in another thread."""
     jobs = sorted({j for t in (state.trace, state.ar) if t is not None for j in t.contention})
     if not jobs:
         return None
-    return (f"Timed under contention: {'; '.join(jobs)} ran at the same time, so these timings are "
-            "slower than the pair's own. Run again once loading has finished.")
+    named = "; ".join(translate_known(j, CONTENTION_JOBS, _) for j in jobs)
+    return _("Timed under contention: {jobs} ran at the same time, so these timings are slower than the pair's "
+             "own. Run again once loading has finished.").format(jobs=named)
 
 
 def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     tr = state.trace
     changed = state.race is not None and state.sig != signature(cfg)
-    note = "Settings changed: the next Run or Step starts a new run." if changed else None
+    note = _("Settings changed: the next Run or Step starts a new run.") if changed else None
+    keys = dict(run=SHORTCUTS["run"], step=SHORTCUTS["step"])
     if state.error:
-        view.error(f"{state.error} Run or Step starts a new run.")
+        view.error(_("{error} Run or Step starts a new run.").format(error=state.error))
     elif tr is None:
-        view.status(f"Ready. Run ({SHORTCUTS['run']}) decodes at full speed; Step ({SHORTCUTS['step']}) "
-                    f"shows one round at a time.", "ready", "sv-done")
+        view.status(_("Ready. Run ({run}) decodes at full speed; Step ({step}) shows one round at a time.").format(
+            **keys), _("ready"), "sv-done")
     elif state.finished:
         s = F.live_summary(tr)
-        view.status(f"Done: {s['new_tokens']} tokens in {s['rounds']} rounds, {F.fmt_ms(tr.wall_ms)} "
-                    f"({tr.stop_reason.replace('_', ' ')})", "done", "sv-done", note)
+        why = stop_reason_text(tr.stop_reason, _).replace("_", " ")
+        view.status(_("Done: {tokens} tokens in {rounds} rounds, {time} ({why})").format(
+            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms), why=why), _("done"), "sv-done", note)
     elif state.sd_done:
-        view.status("Speculative run done; the target-alone race is next.", "paused", "sv-stop", note)
+        view.status(_("Speculative run done; the target-alone race is next."), _("paused"), "sv-stop", note)
     elif state.stopped:
-        view.status(f"Stopped after round {len(tr.rounds)}. Step or Autoplay continues; Run starts over.",
-                    "stopped", "sv-stop", note)
+        view.status(_("Stopped after round {n}. Step or Autoplay continues; Run starts over.").format(
+            n=len(tr.rounds)), _("stopped"), "sv-stop", note)
     elif tr.rounds:
-        view.status(F.round_caption(tr.rounds[-1]) + f". Next: Step ({SHORTCUTS['step']}).", "paused",
-                    "sv-done", note)
+        view.status(_("{caption}. Next: Step ({step}).").format(
+            caption=F.round_caption(tr.rounds[-1], tr=_), **keys), _("paused"), "sv-done", note)
     elif state.playing:
-        view.status("Starting: the draft and the target read the prompt…", "starting", "sv-live")
+        view.status(_("Starting: the draft and the target read the prompt…"), _("starting"), "sv-live")
     else:
-        view.status(f"Ready: prompt read. Step ({SHORTCUTS['step']}) drafts the first round.", "ready",
+        view.status(_("Ready: prompt read. Step ({step}) drafts the first round.").format(**keys), _("ready"),
                     "sv-done", note)
 
 
@@ -113,7 +123,7 @@ def _fail(state: LiveState, exc: Exception) -> None:
     if isinstance(exc, SpecvizError):
         state.error = str(exc)
     else:
-        state.error = f"The engine stopped with {type(exc).__name__}: {exc}"
+        state.error = _("The engine stopped with {error}").format(error=f"{type(exc).__name__}: {exc}")
 
 
 def _next(state: LiveState):
@@ -134,7 +144,7 @@ def finish(state: LiveState) -> None:
     cmp = race.comparison
     baseline = None
     if race.baseline is not None:
-        baseline = f"reused from run {race.baseline.run}" if race.reused else "measured"
+        baseline = REUSED.format(run=race.baseline.run) if race.reused else MEASURED  # English: data
     history.append(F.history_row(state.trace, run_no, state.example, state.ar,
                                  cmp.speedup if cmp else None, cmp.identical if cmp else None, baseline))
     state.run_no = run_no
@@ -180,8 +190,8 @@ def play(view: RunView, state: LiveState, speed: float) -> None:
         now = time.monotonic()
         if not animate and not state.sd_done and now - last > RENDER_EVERY_S:
             tr = state.trace
-            view.status(f"Running at full speed: round {len(tr.rounds)}, {len(tr.output_ids)} tokens",
-                        "live", "sv-live")
+            view.status(_("Running at full speed: round {n}, {tokens} tokens").format(
+                n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), "sv-live")
             view.strip(tr.rounds)
             view.stats(tr)
             if now - last_charts > CHARTS_EVERY_S:
@@ -218,10 +228,10 @@ def handle_command(pair: ModelPair, state: LiveState, cfg: RunConfig, errors: di
         if cmd == "run" or not can_continue(state, cfg):
             start_run(pair, state, cfg)
     except BadInput as exc:
-        errors[field_of(exc)] = _sentence(str(exc))
+        errors[field_of(exc)] = bad_input_text(exc)
         return None
     except Exception as exc:  # never a traceback on the page
-        errors["general"] = f"The run could not start: {type(exc).__name__}: {exc}"
+        errors["general"] = _("The run could not start: {error}").format(error=f"{type(exc).__name__}: {exc}")
         return None
     state.stopped = False
     state.error = None

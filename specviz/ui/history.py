@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import figures as F
+from specviz.ui.lang import _
 from specviz.ui.state import LiveState
 
 ROW_PX, HEADER_PX, MAX_TABLE_PX = 35, 38, 330
@@ -29,33 +30,33 @@ def _column_config() -> dict:
     config = {}
     for c in F.TABLE_COLUMNS:
         if c.bar:
-            config[c.key] = st.column_config.ProgressColumn(c.label, min_value=0, max_value=100, format="%d%%",
-                                                            width=c.width, help=c.help)
+            config[c.key] = st.column_config.ProgressColumn(_(c.label), min_value=0, max_value=100, format="%d%%",
+                                                            width=c.width, help=_(c.help))
         else:
-            config[c.key] = st.column_config.TextColumn(c.label, width=c.width, help=c.help)
+            config[c.key] = st.column_config.TextColumn(_(c.label), width=c.width, help=_(c.help))
     return config
 
 
 def _downloads(state: LiveState, df: pd.DataFrame) -> None:
-    st.download_button("History CSV", df.to_csv(index=False).encode("utf-8"), "specviz-history.csv", "text/csv",
+    st.download_button(_("History CSV"), df.to_csv(index=False).encode("utf-8"), "specviz-history.csv", "text/csv",
                        icon=":material/download:", key="dl_history", width="stretch")
     tr = state.trace
     if tr is not None and state.sd_done:
-        st.download_button("Last run JSON", tr.to_json(indent=1).encode("utf-8"),
+        st.download_button(_("Last run JSON"), tr.to_json(indent=1).encode("utf-8"),
                            f"specviz-run-{state.run_no or 'last'}.json", "application/json",
                            icon=":material/data_object:", key="dl_trace", width="stretch",
-                           help="The full trace: replay it on the Replay page, with no model loaded.")
-    st.button("Clear", icon=":material/delete:", on_click=clear_history, key="clear_history", type="tertiary")
+                           help=_("The full trace: replay it on the Replay page, with no model loaded."))
+    st.button(_("Clear"), icon=":material/delete:", on_click=clear_history, key="clear_history", type="tertiary")
 
 
 def history_section(state: LiveState) -> None:
     rows = st.session_state.get("history", [])
-    st.subheader("Run history", anchor=False)
+    st.subheader(_("Run history"), anchor=False)
     if not rows:
-        st.caption("Every finished run adds a row: move the γ slider, run again, and compare.")
+        st.caption(_("Every finished run adds a row: move the γ slider, run again, and compare."))
         return
     st.dataframe(
-        pd.DataFrame(F.history_table(rows), columns=[c.key for c in F.TABLE_COLUMNS]),
+        pd.DataFrame(F.history_table(rows, tr=_), columns=[c.key for c in F.TABLE_COLUMNS]),
         hide_index=True,
         width="content",
         height=min(HEADER_PX + ROW_PX * len(rows), MAX_TABLE_PX),
@@ -63,6 +64,6 @@ def history_section(state: LiveState) -> None:
     )
     chart, actions = st.columns([3, 1], vertical_alignment="top")
     with chart:
-        st.plotly_chart(F.history_figure(rows), key="history_chart", config={"displayModeBar": False})
+        st.plotly_chart(F.history_figure(rows, tr=_), key="history_chart", config={"displayModeBar": False})
     with actions:
         _downloads(state, pd.DataFrame(rows, columns=list(F.HISTORY_COLUMNS)))

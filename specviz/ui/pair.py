@@ -17,14 +17,42 @@ import time
 import streamlit as st
 
 from specviz import ModelError, ModelPair, SpecvizError, load_pair
-from specviz.ui.chrome import recorded_traces
+from specviz.i18n import N_, Translator, translate_known
+from specviz.ui.chrome import keep_choices, recorded_traces, translator
+from specviz.ui.lang import _
 
-PAIRS = {"default": "Qwen2.5-Coder 0.5B → 1.5B", "tiny": "Tiny test pair (random weights)"}
+PAIRS = {"default": "Qwen2.5-Coder 0.5B → 1.5B", "tiny": N_("Tiny test pair (random weights)")}  # shown as _(name)
 PAIR_DTYPES = {
-    "auto": "auto (bf16 where the CPU has it)",
-    "float32": "float32 (token-exact)",
-    "bfloat16": "bfloat16 (faster)",
+    "auto": N_("auto (bf16 where the CPU has it)"),
+    "float32": N_("float32 (token-exact)"),
+    "bfloat16": N_("bfloat16 (faster)"),
 }
+# What loading says as it goes (specviz.models and specviz.parts, English), shown translated.
+LOAD_MESSAGES = (
+    N_("Starting"),
+    N_("Assembling {role} GGUF: part {part}/{parts}"),
+    N_("Assembled and verified {role} GGUF ({mb} MB)"),
+    N_("Converting {role} GGUF (first run only): tokenizer"),
+    N_("Converting {role} GGUF (first run only): dequantising weights"),
+    N_("Converting {role} GGUF (first run only): saving safetensors"),
+    N_("Checking that the tokenizers match"),
+    N_("Loading draft weights"),
+    N_("Loading target weights"),
+    N_("Pair ready in {seconds} s ({dtype} on {device})"),
+    N_("Fetching {model} (safetensors only)"),
+    N_("Saving a {dtype} copy of {folder} (first {dtype} run only)"),
+)
+ROLES = {"draft": N_("the draft"), "target": N_("the target")}  # {role} in LOAD_MESSAGES
+
+
+def load_message(message: str) -> str:
+    """A loading step's message in the page's language."""
+    return translate_known(message, LOAD_MESSAGES, _, {"role": lambda r: _(ROLES[r]) if r in ROLES else r})
+
+
+def pair_label(name: str, tr: Translator = _) -> str:
+    """A pair's name in the sidebar's choice and the page's messages."""
+    return tr(PAIRS[name])
 
 
 _STAGES = (  # (message start, overall fraction before, span) for a monotonic overall bar
@@ -138,17 +166,17 @@ def require_pair() -> ModelPair | None:
     card = sidebar_pair(divider=False)  # the page waits or stops here: show the pair choice now
     if not loader.done:
         box = st.container(border=True)
-        box.markdown(f"#### Loading the model pair: {PAIRS[name]}")
-        bar = box.progress(0.0, text="Starting")
+        box.markdown("#### " + _("Loading the model pair: {pair}").format(pair=pair_label(name)))
+        bar = box.progress(0.0, text=_("Starting"))
         note = box.empty()
         while not loader.done:
-            bar.progress(min(loader.fraction, 1.0), text=f"{loader.message} · {loader.elapsed:.0f} s")
+            bar.progress(min(loader.fraction, 1.0), text=f"{load_message(loader.message)} · {loader.elapsed:.0f} s")
             card.html(_card_html(loader))
             if loader.cold:
-                note.caption(
+                note.caption(_(
                     "First start on this machine: the GGUF weights are assembled, checked and converted "
                     "once (about 1 to 2 minutes). Later starts load the converted copy in seconds."
-                )
+                ))
             time.sleep(0.25)
         st.rerun()  # redraw the whole app (sidebar card included) with the pair in hand
     if loader.error is None:
@@ -157,19 +185,20 @@ def require_pair() -> ModelPair | None:
     message = str(err) if isinstance(err, SpecvizError) else f"{type(err).__name__}: {err}"
     cmd = _install_command(message) if isinstance(err, ModelError) else None
     said = "\n\n".join(line for line in message.splitlines() if not (cmd and "Fix:" in line))
-    st.error(f"**The {PAIRS[name]} pair could not be loaded.**\n\n{said}", icon=":material/error:")
+    head = _("The {pair} pair could not be loaded.").format(pair=pair_label(name))
+    st.error(f"**{head}**\n\n{said}", icon=":material/error:")
     if cmd:
-        st.markdown("Install or repair it with:")
+        st.markdown(_("Install or repair it with:"))
         st.code(cmd, language="bash", wrap_lines=True)
         if "requirements.txt" in message:
-            st.caption("or install the whole pair at once: `pip install -r requirements.txt`")
+            st.caption(_("or install the whole pair at once: `pip install -r requirements.txt`"))
     cols = st.columns([1, 1, 2])
     if name != "tiny":
-        cols[0].button("Use the tiny test pair", icon=":material/science:", on_click=use_tiny,
+        cols[0].button(_("Use the tiny test pair"), icon=":material/science:", on_click=use_tiny,
                        type="primary", key="use_tiny")
-    cols[1].button("Try again", icon=":material/refresh:", on_click=retry_load, key="retry_load")
+    cols[1].button(_("Try again"), icon=":material/refresh:", on_click=retry_load, key="retry_load")
     if recorded_traces():
-        st.page_link("pages/replay.py", label="Or replay a recorded run (no model needed)",
+        st.page_link("pages/replay.py", label=_("Or replay a recorded run (no model needed)"),
                      icon=":material/replay:")
     return None
 
@@ -184,19 +213,25 @@ def _rss_mb() -> float | None:
 
 
 def _card_html(loader: PairLoader) -> str:
+    e = html.escape
     if not loader.done:
-        body = (f"<b>Loading…</b> {int(100 * loader.fraction)}% · {loader.elapsed:.0f} s<br>"
-                f"<span class='sv-dim'>{html.escape(loader.message)}</span>")
+        loading = _("Loading…")
+        body = (f"<b>{e(loading)}</b> {int(100 * loader.fraction)}% · {loader.elapsed:.0f} s<br>"
+                f"<span class='sv-dim'>{e(load_message(loader.message))}</span>")
     elif loader.error is not None:
-        body = "<b>Not available</b><br><span class='sv-dim'>the page says how to fix it</span>"
+        title, how = _("Not available"), _("the page says how to fix it")
+        body = f"<b>{e(title)}</b><br><span class='sv-dim'>{e(how)}</span>"
     else:
         d = loader.pair.describe()
         rss = _rss_mb()
-        mem = f"weights {d['weights_mb']:,} MB" + (f" · process {rss / 1024:.1f} GB" if rss else "")
+        mem = _("weights {mb} MB").format(mb=f"{d['weights_mb']:,}")
+        if rss:
+            mem += " · " + _("process {gb:.1f} GB").format(gb=rss / 1024)
+        draft, target = _("Draft"), _("Target")
+        loaded = _("loaded in {seconds:.1f} s").format(seconds=d["load_ms"] / 1000)
         body = (
-            f"<b>Draft</b> {html.escape(d['draft'])}<br><b>Target</b> {html.escape(d['target'])}<br>"
-            f"<span class='sv-dim'>{html.escape(d['device'])} · {html.escape(d['dtype'])} · {mem}<br>"
-            f"loaded in {d['load_ms'] / 1000:.1f} s</span>"
+            f"<b>{e(draft)}</b> {e(d['draft'])}<br><b>{e(target)}</b> {e(d['target'])}<br>"
+            f"<span class='sv-dim'>{e(d['device'])} · {e(d['dtype'])} · {e(mem)}<br>{e(loaded)}</span>"
         )
     return f"<div class='sv-card'>{body}</div>"
 
@@ -206,17 +241,21 @@ def sidebar_pair(divider: bool = True):
     sidebar. Every page calls it once, after its own sidebar widgets. Returns the card's
     placeholder, so a wait for the pair can keep it current."""
     ss = st.session_state
+    tr = translator()  # bound now: the choices' format_func may run outside the script run
+    keep_choices("pair_name", "pair_dtype")
     with st.sidebar:
         if divider:
             st.divider()
-        st.selectbox("Model pair", list(PAIRS), index=list(PAIRS).index(env_pair()), format_func=PAIRS.get,
+        st.selectbox(_("Model pair"), list(PAIRS), index=list(PAIRS).index(env_pair()),
+                     format_func=lambda name: tr(PAIRS[name]),
                      key="pair_name", persist_state="session",
-                     help="Set SPECVIZ_PAIR=tiny|default to choose at start-up.")
+                     help=_("Set SPECVIZ_PAIR=tiny|default to choose at start-up."))
         if ss["pair_name"] == "default":
-            st.selectbox("Precision", list(PAIR_DTYPES), format_func=PAIR_DTYPES.get, key="pair_dtype",
+            st.selectbox(_("Precision"), list(PAIR_DTYPES), format_func=lambda d: tr(PAIR_DTYPES[d]),
+                         key="pair_dtype",
                          persist_state="session", on_change=drop_other_precisions,
-                         help="bf16 is about 2.5× faster on CPUs that compute it natively; float32 makes "
-                              "greedy speculative output token-exact against the target alone.")
+                         help=_("bf16 is about 2.5× faster on CPUs that compute it natively; float32 makes "
+                                "greedy speculative output token-exact against the target alone."))
         card = st.empty()
         card.html(_card_html(_loader(*pair_key())))
     return card

@@ -16,10 +16,15 @@ import streamlit as st
 from specviz import BadInput, ModelPair, RunConfig, Trace
 from specviz.compare import Comparison
 from specviz.draft_head import SIZES
+from specviz.i18n import N_, Translator, translate_known
 from specviz.race import Race
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
+from specviz.ui.lang import _
 from specviz.ui.pair import pair_key
 from specviz.validate import check, encode_prompt
+
+
+CUSTOM = N_("custom")  # a prompt that is none of the examples (stored in English, shown as _(CUSTOM))
 
 
 def example_of(prompt: str) -> str:
@@ -27,7 +32,7 @@ def example_of(prompt: str) -> str:
     for name, text in EXAMPLES.items():
         if prompt.strip() == text:
             return name
-    return "custom"
+    return CUSTOM
 
 
 @dataclass
@@ -124,15 +129,39 @@ def _sentence(message: str) -> str:
     return message[:1].upper() + message[1:]
 
 
+# The engine's refusals the Live page can meet, as English templates (the engine and the
+# CLI stay English): a refusal that matches one is shown translated, with its values; any
+# other is shown as the engine said it. tests/test_i18n_app.py checks each template
+# against the engine's own message, so a rewording there cannot slip by unnoticed.
+BAD_INPUT_TEMPLATES = (
+    N_("the prompt is empty: type something for the models to continue"),
+    N_("the prompt is {tokens} tokens, longer than the models' context of {context} tokens: shorten it"),
+    N_("gamma (draft length) must be a whole number from 1 to {most}; got {value}"),
+    N_("max new tokens must be from 1 to {most}; got {value}"),
+    N_("seed must be a whole number >= 0; got {value}"),
+    N_("temperature must be >= 0 (0 means greedy); got {value}"),
+    N_("temperature must be at most 100; got {value}"),
+    N_("top-p must be in (0, 1]; got {value}"),
+    N_("draft vocabulary {n} is not smaller than the draft's {vocab} tokens: use 0 for the full head"),
+    N_("no token frequency ranking ships for this pair's tokenizer, so its draft head cannot be cut: use draft "
+       "vocabulary 0, or build a ranking with tools/build_token_ranks.py (docs/token-ranks.md)"),
+)
+
+
+def bad_input_text(exc: BadInput) -> str:
+    """The engine's refusal as a sentence in the page's language (as said when unknown)."""
+    return _sentence(translate_known(str(exc), BAD_INPUT_TEMPLATES, _))
+
+
 def check_inputs(pair: ModelPair, cfg: RunConfig) -> dict[str, str]:
     """{field: message} for the first setting the engine would refuse (empty when all is
     well), from the same ``check`` the engine runs; it builds no run."""
     try:
         check(pair, cfg)
     except BadInput as exc:
-        return {field_of(exc): _sentence(str(exc))}
+        return {field_of(exc): bad_input_text(exc)}
     except Exception as exc:  # never a traceback on the page
-        return {"general": f"These settings cannot run: {type(exc).__name__}: {exc}"}
+        return {"general": _("These settings cannot run: {error}").format(error=f"{type(exc).__name__}: {exc}")}
     return {}
 
 
@@ -143,7 +172,8 @@ def context_note(pair: ModelPair, cfg: RunConfig) -> str | None:
     n = len(encode_prompt(pair.tokenizer, cfg.prompt, cfg.chat))
     room = pair.context_length - n
     if 0 < room < cfg.max_new_tokens:  # room <= 0 is the prompt's own error
-        return f"Only {room} new tokens fit in the models' {pair.context_length}-token context after this prompt."
+        return _("Only {room} new tokens fit in the models' {context}-token context after this prompt.").format(
+            room=room, context=pair.context_length)
     return None
 
 
@@ -155,10 +185,13 @@ def draft_head_choices(pair: ModelPair) -> list[int]:
     return [0, *cuts]
 
 
-def draft_head_label(n: int) -> str:
+def draft_head_label(n: int, tr: Translator = _) -> str:
+    """A draft head's name (``tr``: a translator bound at render time, see chrome.translator)."""
     if not n:
-        return "full vocabulary"
-    return f"top {n // 1024}k tokens (FR-Spec)" if n % 1024 == 0 else f"top {n} tokens (FR-Spec)"
+        return tr(N_("full vocabulary"))
+    if n % 1024 == 0:
+        return tr(N_("top {k}k tokens (FR-Spec)")).format(k=n // 1024)
+    return tr(N_("top {n} tokens (FR-Spec)")).format(n=n)
 
 
 def set_cmd(cmd: str) -> None:

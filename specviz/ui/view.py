@@ -18,7 +18,10 @@ import streamlit as st
 from specviz import Trace
 from specviz import figures as F
 from specviz import metrics as M
+from specviz.compare import NEAR_TIE, first_difference, margin_at
+from specviz.i18n import N_, Translator, translate_known
 from specviz.trace import rounds_text, trace_at, trace_upto
+from specviz.ui.lang import _
 from specviz.ui.state import LiveState
 
 
@@ -37,7 +40,7 @@ class RunView:
     def __init__(self, race_section: bool = True):
         self.n = 0
         self.status_ph = st.empty()
-        st.html(F.legend_html())
+        st.html(F.legend_html(tr=_))
         self.strip_ph = st.empty()
         with st.container(key="sv-output"):  # the key gives CSS and the browser test a handle
             self.output_ph = st.empty()
@@ -77,7 +80,7 @@ class RunView:
     def strip(self, rounds, live=None, phase="done", shown=None, plain=None) -> None:
         """The marked tokens, and below them the output so far as plain text (``plain``
         overrides the text joined from the rounds' pieces)."""
-        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown))
+        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, tr=_))
         self.output(plain if plain is not None else rounds_text(rounds))
 
     def output(self, text: str) -> None:
@@ -99,25 +102,25 @@ class RunView:
                 for col, key in zip(cols, M.LIVE_STATS[i: i + 2], strict=False):
                     m = M.metric(key)
                     value = s.get(key) if spec or not key.startswith("draft_") else None
-                    delta = m.delta(value, prev.get(m.column)) if ended else None
+                    delta = m.delta(value, prev.get(m.column), _) if ended else None
                     if delta is not None and key == "tokens_per_second":
-                        delta += f" vs #{prev['run']}"
-                    col.metric(m.label, m.text(value), delta=delta, help=m.help)
+                        delta = _("{delta} vs #{run}").format(delta=delta, run=prev["run"])
+                    col.metric(_(m.label), m.text(value), delta=delta, help=_(m.help))
 
     def timeline(self, trace: Trace) -> None:
         self.timeline_ph.plotly_chart(
-            F.timeline_figure(trace), key=self._key("timeline"), config={"displayModeBar": False},
+            F.timeline_figure(trace, tr=_), key=self._key("timeline"), config={"displayModeBar": False},
         )
 
     def charts(self, trace: Trace | None) -> None:
         if trace is None or not trace.rounds:
-            self.timeline_ph.caption("The timeline of forward passes appears here once the first round has run.")
+            self.timeline_ph.caption(_("The timeline of forward passes appears here once the first round has run."))
             self.accept_ph.empty()
             return
         self.timeline(trace)
         if trace.config.mode == "speculative":
             self.accept_ph.plotly_chart(
-                F.acceptance_figure(trace), key=self._key("acceptance"), config={"displayModeBar": False},
+                F.acceptance_figure(trace, tr=_), key=self._key("acceptance"), config={"displayModeBar": False},
             )
 
     def race(self, state: LiveState | None, progress: tuple[int, int] | None = None) -> None:
@@ -132,39 +135,55 @@ class RunView:
             return
         if not state.with_race:
             self.race_ph.info(
-                "Turn on **Race the target alone** to time the target decoding by itself on the same "
-                "prompt: speedup, same-scale timelines and an exactness check.", icon=":material/sports_score:")
+                _("Turn on **Race the target alone** to time the target decoding by itself on the same "
+                  "prompt: speedup, same-scale timelines and an exactness check."), icon=":material/sports_score:")
             self.race_fig_ph.empty()
             return
         sd, ar, cmp, race = state.trace, state.ar, state.comparison, state.race
         with self.race_ph.container():
-            st.markdown("##### Race: speculative vs the target alone")
+            st.markdown("##### " + _("Race: speculative vs the target alone"))
             if progress is not None:
                 done, total = progress
                 st.progress(min(done / max(total, 1), 1.0),
-                            text=f"Timing the target alone, right after the speculative run: {done} of up to "
-                                 f"{total} tokens")
+                            text=_("Timing the target alone, right after the speculative run: {done} of up to "
+                                   "{total} tokens").format(done=done, total=total))
             elif cmp is None:
-                st.caption("The target-alone run starts when the speculative run ends.")
+                st.caption(_("The target-alone run starts when the speculative run ends."))
             else:
                 speedup = M.metric("speedup")
+                tps = M.metric("tokens_per_second")
                 c = st.columns(3)
-                c[0].metric(speedup.label, speedup.text(cmp.speedup), help=speedup.help)
-                c[1].metric("Speculative", M.metric("tokens_per_second").text(M.live_summary(sd)["tokens_per_second"]))
-                c[2].metric("Target alone", M.metric("tokens_per_second").text(M.live_summary(ar)["tokens_per_second"]))
+                c[0].metric(_(speedup.label), speedup.text(cmp.speedup), help=_(speedup.help))
+                c[1].metric(_("Speculative"), tps.text(M.live_summary(sd)["tokens_per_second"]))
+                c[2].metric(_("Target alone"), tps.text(M.live_summary(ar)["tokens_per_second"]))
+                explanation = comparison_text(ar, sd, getattr(race.pair, "tokenizer", None), _)
                 if cmp.identical:
-                    st.success(cmp.explanation, icon=":material/check_circle:")
+                    st.success(explanation, icon=":material/check_circle:")
                 else:
-                    st.warning(cmp.explanation, icon=":material/compare_arrows:")
+                    st.warning(explanation, icon=":material/compare_arrows:")
                 if (line := theory_line(sd)) is not None:
                     st.caption(line)
                 st.caption(baseline_line(race))
         if sd.rounds:
             self.race_fig_ph.plotly_chart(
-                F.race_figure(sd, ar), key=self._key("race"), config={"displayModeBar": False},
+                F.race_figure(sd, ar, tr=_), key=self._key("race"), config={"displayModeBar": False},
             )
         else:
             self.race_fig_ph.empty()
+
+
+# specviz.race's reasons for not reusing a stored baseline (English), shown translated.
+NOT_REUSED = (N_("it is {minutes} min old"), N_("no draft passes to compare the machine's speed by"),
+              N_("draft passes now take {now} ms against {then} ms then"))
+# A trace's stop_reason (specviz.engine's words, English): tr(reason) says it in the page's language.
+STOP_REASONS = (N_("eos"), N_("max_new_tokens"), N_("stop_string"), N_("context"))
+
+
+def stop_reason_text(reason: str, tr: Translator = N_) -> str:
+    """Why a run stopped, as its trace says (max_new_tokens, eos, ...), in the page's language."""
+    return tr(reason) if reason in STOP_REASONS else reason
+
+
 
 
 def baseline_line(race) -> str:
@@ -172,11 +191,59 @@ def baseline_line(race) -> str:
     b = race.baseline
     if race.reused:
         age = max(0.0, time.time() - b.measured_at)
-        return (f"Baseline reused from run {b.run}, measured {age / 60:.0f} min ago with the same pair, prompt "
-                "and settings; the machine's draft passes still take the same time (γ does not change the "
-                "target-alone run).")
-    why = f" (a stored one was not reused: {race.not_reused_because})" if race.not_reused_because and race.reuse else ""
-    return f"Baseline measured just now, right after the speculative run, under the same conditions{why}."
+        return _("Baseline reused from run {run}, measured {minutes:.0f} min ago with the same pair, prompt and "
+                 "settings; the machine's draft passes still take the same time (γ does not change the "
+                 "target-alone run).").format(run=b.run, minutes=age / 60)
+    if race.not_reused_because and race.reuse:
+        reason = translate_known(race.not_reused_because, NOT_REUSED, _)
+        return _("Baseline measured just now, right after the speculative run, under the same conditions (a stored "
+                 "one was not reused: {reason}).").format(reason=reason)
+    return _("Baseline measured just now, right after the speculative run, under the same conditions.")
+
+
+def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -> str:
+    """The race's exactness verdict in the page's language: ``specviz.compare.compare``'s
+    explanation (English, as the CLI prints it), said again from the same facts. With the
+    default ``tr`` it is word for word compare's; tests/test_i18n_app.py holds the two together."""
+    pos = first_difference(ar.output_ids, sd.output_ids)
+    if pos is None:
+        return tr(N_("Identical: speculative decoding reproduced the target's own output."))
+    cfg = sd.config
+    if cfg.temperature > 0:
+        text = N_("Outputs differ from token {pos}. Sampling is on, so the two runs draw different random numbers: "
+                  "the texts may differ, yet both follow the target's distribution exactly.")
+        return tr(text).format(pos=pos)
+    if pos == min(len(ar.output_ids), len(sd.output_ids)):
+        return tr(N_("One output stops at token {pos} ({target} vs {speculative}); the common part is identical.")
+                  ).format(pos=pos, target=stop_reason_text(ar.stop_reason, tr),
+                           speculative=stop_reason_text(sd.stop_reason, tr))
+    m = margin_at(ar, pos)
+    if tokenizer is not None:
+        a_tok, s_tok = ar.output_ids[pos], sd.output_ids[pos]
+        where = tr(N_("The outputs differ from token {pos} ({target} from the target alone, {speculative} "
+                      "speculative).")).format(pos=pos, target=repr(tokenizer.decode([a_tok])),
+                                               speculative=repr(tokenizer.decode([s_tok])))
+    else:
+        where = tr(N_("The outputs differ from token {pos}.")).format(pos=pos)
+    tie = m is not None and m < NEAR_TIE
+    margin = (tr(N_("The target's top two candidates there were {margin:.4f} apart in probability")).format(margin=m)
+              if m is not None else tr(N_("No margin was recorded there")))
+    if cfg.dtype in ("bfloat16", "float16"):
+        if tie:
+            why = tr(N_("{margin}: a near-tie (below {tie}). In {dtype} a verify pass over several tokens rounds "
+                        "differently from one-token passes, enough to flip a near-tie. Run in float32 for "
+                        "token-exact output."))
+        else:
+            why = tr(N_("{margin}, more than a near-tie (below {tie}). In {dtype} the verify pass and the one-token "
+                        "passes compute different logits, and here the difference changed the target's choice. "
+                        "Run in float32 for token-exact output."))
+        why = why.format(margin=margin, tie=NEAR_TIE, dtype=cfg.dtype)
+    elif tie:
+        why = tr(N_("Even in float32 this can happen at an extreme near-tie: the target's top two candidates there "
+                    "were {margin:.4f} apart in probability.")).format(margin=m)
+    else:
+        why = tr(N_("{margin}. This is not expected in float32: please report it.")).format(margin=margin)
+    return tr(N_("{where} {why}")).format(where=where, why=why)
 
 
 def theory_line(trace: Trace) -> str | None:
@@ -190,13 +257,15 @@ def theory_line(trace: Trace) -> str | None:
     alpha = theory.alpha_from_mean_length(s["mean_acceptance_length"], gamma)
     predicted = theory.expected_speedup(alpha, gamma, c)
     best = theory.best_gamma(alpha, c, max_gamma=16)
-    head = (f"Theory: a per-token α ≈ {alpha:.2f} (what {s['mean_acceptance_length']:.2f} tokens per round "
-            f"implies) and c = {c:.2f} give an expected ×{predicted:.2f} at γ = {gamma}")
+    head = _("Theory: a per-token α ≈ {alpha:.2f} (what {length:.2f} tokens per round implies) and c = {c:.2f} "
+             "give an expected ×{speedup:.2f} at γ = {gamma}").format(
+        alpha=alpha, length=s["mean_acceptance_length"], c=c, speedup=predicted, gamma=gamma)
     if alpha <= c:
-        return head + "; with α ≤ c the draft costs more than it saves, and no γ can win."
+        return _("{head}; with α ≤ c the draft costs more than it saves, and no γ can win.").format(head=head)
     if best != gamma:
-        return head + f"; the best γ for these numbers is {best} (×{theory.expected_speedup(alpha, best, c):.2f})."
-    return head + ", the best γ for these numbers."
+        return _("{head}; the best γ for these numbers is {best} (×{speedup:.2f}).").format(
+            head=head, best=best, speedup=theory.expected_speedup(alpha, best, c))
+    return _("{head}, the best γ for these numbers.").format(head=head)
 
 
 def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
@@ -211,19 +280,19 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
     verify_s, hold_s = 1.0 * speed, 0.9 * speed
     total = per_tok * n + verify_s + hold_s
     real_ms = max(rnd.end_ms - rnd.start_ms, 1e-3)
-    badge = f"slow motion ×{max(1, round(total * 1000 / real_ms)):,}"
-    note = f"this round took {F.fmt_ms(real_ms)} of real engine time; all timings shown are real"
+    badge = _("slow motion ×{factor}").format(factor=f"{max(1, round(total * 1000 / real_ms)):,}")
+    note = _("this round took {time} of real engine time; all timings shown are real").format(time=F.fmt_ms(real_ms))
     if n:
-        view.status(F.round_caption(rnd, "draft"), badge, "sv-slow", note)
+        view.status(F.round_caption(rnd, "draft", tr=_), badge, "sv-slow", note)
         for i in range(1, n + 1):
             view.strip(prior, rnd, "draft", i)
             view.wait(per_tok)
         view.timeline(trace_at(trace, rnd.index, "draft"))  # the draft's bars; the target waits
-    view.status(F.round_caption(rnd, "verify") if n else F.round_caption(rnd), badge, "sv-slow", note)
+    view.status(F.round_caption(rnd, "verify", tr=_) if n else F.round_caption(rnd, tr=_), badge, "sv-slow", note)
     view.strip(prior, rnd, "verify")
     view.timeline(trace_at(trace, rnd.index, "verify"))  # the one verify pass; the draft waits
     view.wait(verify_s)
-    view.status(F.round_caption(rnd), badge, "sv-slow", note)
+    view.status(F.round_caption(rnd, tr=_), badge, "sv-slow", note)
     view.strip(prior + [rnd])
     view.stats(upto)
     view.charts(upto)
