@@ -43,6 +43,7 @@ cfg = trace.config
 with st.sidebar:
     st.slider(_("γ · draft length"), 1, 16, value=min(cfg.gamma, 16), key="parallel_gamma")
     st.select_slider(_("SSD fan-out (branches per outcome)"), list(range(1, 9)), value=2, key="parallel_fanout")
+    ui.keep_choices("parallel_fanmode", "parallel_policy")
     labels = {"uniform": _("uniform"), "geometric": _("geometric"), "constant": _("constant"),
               "heuristic": _("heuristic (+2 / −1)")}
     st.segmented_control(_("SSD fan-out shape"), FANOUT_MODES, key="parallel_fanmode", required=True,
@@ -64,7 +65,8 @@ names = {"serial": _("Serial speculative decoding"), "pearl": "PEARL", "ssd": _(
 titles = {k: f"{names[k]}: {fmt_ms(r.wall_ms)}, {r.tokens_per_second:.1f} tok/s" for k, r in results.items()}
 chart, numbers = st.columns([3, 1.2])
 with chart:
-    st.plotly_chart(F.schedules_figure(results, titles, _("simulated time since start (ms), one axis for all three")),
+    st.plotly_chart(F.schedules_figure(results, titles, _("simulated time since start (ms), one axis for all three"),
+                                       tr=_),
                     key="parallel_fig", config={"displayModeBar": False})
 with numbers:
     serial_ms = results["serial"].wall_ms
