@@ -96,10 +96,42 @@ def greedy_accept(p: torch.Tensor, draft: list[int]) -> tuple[int, int]:
     return k, best[k]
 
 
+class Acceptance(tuple):
+    """What the speculative-sampling rule decided. It unpacks as ``(k, token)``, as the
+    rule's result always has; for the record it also holds the draws that decided it:
+
+    * ``u``: the uniform draw of each judged draft token, a tensor [min(k + 1, g)]
+      (x_i was accepted iff u_i < p_i(x_i) / q_i(x_i)); the draws after the first
+      rejection decided nothing and are left out;
+    * ``row``: the distribution the target's token was drawn from: norm(max(0, p_k - q_k))
+      after a rejection (p_k itself when p == q leaves no residual mass), p_g for a bonus."""
+
+    u: torch.Tensor
+    row: torch.Tensor | None
+    residual: bool
+
+    def __new__(cls, k: int, token: int, u: torch.Tensor | None = None, row: torch.Tensor | None = None,
+                residual: bool = False):
+        self = super().__new__(cls, (k, token))
+        self.u = u if u is not None else torch.empty(0)
+        self.row, self.residual = row, residual
+        return self
+
+    @property
+    def accepted(self) -> int:
+        return self[0]
+
+    @property
+    def token(self) -> int:
+        return self[1]
+
+
 def sampling_accept(
     p: torch.Tensor, q: torch.Tensor, draft: list[int], gen: torch.Generator
-) -> tuple[int, int]:
-    """Speculative sampling. p: [g+1, V], q: [g, V] warped rows; returns (k, next token).
+) -> Acceptance:
+    """Speculative sampling. p: [g+1, V], q: [g, V] warped rows; returns (k, next token)
+    as an ``Acceptance``, which also holds the draws (u) and the row the next token was
+    drawn from.
 
     The next token is a correction from norm(max(0, p_k - q_k)) when k < g, else a
     bonus from p_g. Uses one uniform draw per draft token, then one categorical draw.
@@ -119,5 +151,29 @@ def sampling_accept(
             total = residual.sum()
             # p == q on the support leaves no residual mass; p itself is then exact.
             row = residual / total if total > 0 else p[k]
-            return k, int(torch.multinomial(row, 1, generator=gen))
-    return g, int(torch.multinomial(p[g], 1, generator=gen))
+            return Acceptance(k, int(torch.multinomial(row, 1, generator=gen)), u[: k + 1], row, bool(total > 0))
+        return Acceptance(g, int(torch.multinomial(p[g], 1, generator=gen)), u, p[g])
+    return Acceptance(g, int(torch.multinomial(p[g], 1, generator=gen)), None, p[g])
+
+
+def top_tokens(rows: torch.Tensor, k: int) -> list[list[int]]:
+    """Each row's ``k`` most probable token ids (zero-probability ids left out), most
+    probable first, ties broken by the lower id as argmax breaks them."""
+    rows = rows.detach().float().cpu()
+    if rows.ndim == 1:
+        rows = rows[None]
+    k = min(k, rows.shape[-1])
+    vals, idx = rows.topk(min(k + 1, rows.shape[-1]), dim=-1)
+    kth = vals[:, k - 1 : k]
+    ties = (vals[:, -1] == vals[:, k - 1]).tolist() if vals.shape[-1] > k else [False] * len(rows)
+    out = []
+    for r, row in enumerate(rows):
+        if kth[r, 0] <= 0:
+            ids = (row > 0).nonzero().squeeze(1)  # fewer than k ids have any probability
+        elif ties[r]:
+            ids = (row >= kth[r, 0]).nonzero().squeeze(1)
+        else:
+            ids = idx[r, :k].sort().values
+        order = torch.sort(row[ids], descending=True, stable=True).indices[:k]  # ids ascending: ties by the lower
+        out.append(ids[order].tolist())
+    return out

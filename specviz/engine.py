@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 import torch
 
-from specviz.acceptance import Sampling, greedy_accept, sampling_accept, warp
+from specviz.acceptance import Sampling, greedy_accept, sampling_accept, top_tokens, warp
 from specviz.drafters import POLICIES, Proposal, make_drafter
 from specviz.kv import Clock, KVModel
 from specviz.models import ModelPair
@@ -39,6 +39,8 @@ from specviz.trace import Event, Round, RunConfig, Trace
 from specviz.validate import check
 
 TOP_F = 8  # draft candidates recorded per output position (for replays under other schedules)
+TOP_K = 10  # tokens recorded per distribution and verified position (for the p/q inspector)
+DIGITS = 4  # significant digits of the probabilities recorded for the inspector
 
 
 @dataclasses.dataclass
@@ -49,6 +51,9 @@ class Verdict:
     token: int  # the target's own token: a correction (k < g) or a bonus (k == g)
     logits: torch.Tensor  # the target's logits [g+1, V]
     p: torch.Tensor | None = None  # warped target rows [g+1, V] (None when greedy: not needed)
+    u: torch.Tensor | None = None  # sampling: the uniform draw of each judged draft token
+    row: torch.Tensor | None = None  # sampling: the row the target's token was drawn from [V]
+    residual: bool = False  # sampling: that row is norm(max(0, p_k - q_k)) (a correction)
 
 
 def verify(target: KVModel, ids: list[int], prop: Proposal, clock: Clock, kind: str) -> tuple[torch.Tensor, Event]:
@@ -68,15 +73,16 @@ def accept(logits: torch.Tensor, prop: Proposal, sampling: Sampling, gen: torch.
         k, tok = greedy_accept(logits, prop.tokens)
         return Verdict(k, tok, logits)
     p = warp(logits, sampling)
-    k, tok = sampling_accept(p, prop.q_rows, prop.tokens, gen)
-    return Verdict(k, tok, logits, p)
+    a = sampling_accept(p, prop.q_rows, prop.tokens, gen)
+    return Verdict(a.accepted, a.token, logits, p, a.u, a.row, a.residual)
 
 
 def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitted: list[int],
                  text: RunText) -> Round:
     """The Round for a verdict, before its tokens are committed to ``text``: each token's
-    text, the draft's and target's probability of each proposal, and the target's
-    top-1 minus top-2 margin at every verified position up to its own token."""
+    text, the draft's and target's probability of each proposal, the target's top-1
+    minus top-2 margin at every verified position up to its own token, and what the
+    p/q inspector shows (``record_candidates``)."""
     n, k = len(prop.tokens), verdict.accepted
     p = verdict.p if verdict.p is not None else verdict.logits.softmax(-1)  # greedy: p at temperature 1
     rnd = Round(index=index, gamma=gamma, proposed=list(prop.tokens), accepted=k,
@@ -90,7 +96,50 @@ def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitt
         rnd.target_probs = p[rows, cols].tolist()
     top2 = p[: k + 1].topk(min(2, p.shape[-1]), dim=-1).values
     rnd.margin = (top2[:, 0] - top2[:, -1]).tolist()
+    record_candidates(rnd, prop, verdict, p, text)
     return rnd
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.{DIGITS}g}")
+
+
+def record_candidates(rnd: Round, prop: Proposal, verdict: Verdict, p: torch.Tensor, text: RunText) -> None:
+    """For the p/q inspector, at every verified position i (each proposal's, then the
+    target's own token's when it follows them all): the candidates (the top TOP_K ids
+    under the draft's q_i, under the target's p_i and, at a sampling rejection, under the
+    residual row the correction was drawn from; and the proposed token), ordered by p,
+    with each one's q, p and text; in sampling mode also the draws u_i."""
+    n, k = len(prop.tokens), verdict.accepted
+    positions = n + 1 if k == n else n
+    p = p[:positions].float().cpu()
+    q = prop.q_rows.float().cpu() if n else None
+    p_top, q_top = top_tokens(p, TOP_K), (top_tokens(q, TOP_K) if n else [])
+    correction = verdict.row is not None and verdict.residual and k < n
+    for i in range(positions):
+        found = set(p_top[i])
+        if i < n:
+            found |= {*q_top[i], prop.tokens[i]}
+        if correction and i == k:
+            found |= set(top_tokens(verdict.row, TOP_K)[0])
+        cols = torch.tensor(sorted(found))
+        order = torch.sort(p[i, cols], descending=True, stable=True).indices  # by p, ties by the lower id
+        cols = cols[order]
+        ids = cols.tolist()
+        rnd.candidates.append(ids)
+        rnd.candidate_p.append([_sig(x) for x in p[i, cols].tolist()])
+        rnd.candidate_q.append([_sig(x) for x in q[i, cols].tolist()] if i < n else [])
+        # each token on its own (one batched decode, no stream steps); in context for the
+        # proposed token and the target's own, as the strip shows them
+        known = {verdict.token: rnd.correction_text} if i == k else {}
+        if i < n:
+            known[prop.tokens[i]] = rnd.proposed_text[i]
+        alone = text._backend.decode_batch([[t] for t in ids], skip_special_tokens=False)
+        rnd.candidate_text.append([known.get(t, piece) for t, piece in zip(ids, alone)])
+        if correction and i == k:
+            rnd.residual_probs = [_sig(x) for x in verdict.row.float().cpu()[cols].tolist()]
+    if verdict.u is not None:
+        rnd.draws = verdict.u.tolist()
 
 
 def real_rows_view(prop: Proposal, verdict: Verdict, emitted: list[int]) -> tuple[list[int], list[list[int]]]:
@@ -121,9 +170,14 @@ def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int
     """The draft's view of every output position from ONE pass over prompt + output: the
     positions a run had no draft row for (a bonus token's) are filled from it."""
     head = pair.cut_head(config.draft_vocab) if config.draft_vocab else None
-    kv = KVModel(pair.draft, pair.device, head)
-    logits = kv.forward(prompt_ids + output_ids[:-1], len(output_ids)).cpu()
-    q = logits.softmax(-1)
+    n = len(output_ids)
+    ids = torch.tensor([prompt_ids + output_ids[:-1]], dtype=torch.long, device=pair.device)
+    with torch.inference_mode():  # no cache: one pass, thrown away
+        if head is None:
+            logits = pair.draft(input_ids=ids, use_cache=False, logits_to_keep=n).logits[0, -n:]
+        else:
+            logits = head.logits(pair.draft.base_model(input_ids=ids, use_cache=False).last_hidden_state[0, -n:])
+    q = logits.float().cpu().softmax(-1)
     if head is not None:
         q = head.spread(q)
     return draft_view(q, output_ids)

@@ -72,6 +72,19 @@ class Round:
     what the round added to the output (cut at EOS, stop strings or the token
     budget) and ``emitted_text`` the text that added. ``margin`` is the target's top-1 minus top-2 probability at each
     verified position up to the emitted token: a small margin is a near-tie.
+
+    For the p/q inspector, one entry per verified position i (each proposal's, then the
+    target's own token's when it follows them all, as in a round with no draft):
+    ``candidates[i]`` are token ids (the top 10 under the draft's q_i, the top 10 under
+    the target's p_i, the proposed token and, at a sampling rejection, the top 10 of the
+    residual), most probable under p first; ``candidate_q[i]`` (empty where the draft
+    has no row), ``candidate_p[i]`` and ``candidate_text[i]`` are each one's q, p (both
+    warped as the rule saw them; at temperature 1 in a greedy run) and text; probabilities
+    to 4 significant digits. In sampling mode ``draws`` holds the uniform draw u_i of each
+    judged proposal (x_i kept iff u_i < p_i(x_i) / q_i(x_i): ``target_probs[i] /
+    draft_probs[i]``), and after a rejection at position k ``residual_probs`` is
+    norm(max(0, p_k - q_k)), the row the correction was drawn from, over ``candidates[k]``.
+    Traces recorded before these fields existed load with them empty.
     """
 
     index: int
@@ -88,6 +101,12 @@ class Round:
     emitted: list[int] = field(default_factory=list)
     emitted_text: str = ""
     margin: list[float] = field(default_factory=list)
+    candidates: list[list[int]] = field(default_factory=list)
+    candidate_q: list[list[float]] = field(default_factory=list)
+    candidate_p: list[list[float]] = field(default_factory=list)
+    candidate_text: list[list[str]] = field(default_factory=list)
+    draws: list[float] = field(default_factory=list)
+    residual_probs: list[float] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
     @property

@@ -1,0 +1,357 @@
+"""Inspect a round: one real round of a run, walked through a key press at a time, with the
+p/q inspector (sampling) or the argmax comparison (greedy) at each position."""
+
+import streamlit as st
+
+from specviz import figures as F
+from specviz import inspect as insp
+from specviz import ui
+from specviz.figures import inspect as FI
+from specviz.marks import printable
+from specviz.metrics import fmt_ms
+from specviz.trace import trace_upto
+from specviz.ui.lang import _, language_switch
+
+ui.page_chrome()
+language_switch()
+ss = st.session_state
+STEPS = 6
+
+
+def tok(text: str) -> str:
+    """A token's text as inline code, whitespace made visible."""
+    t = printable(text)
+    fence = "``" if "`" in t else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{t}{pad}{fence}"
+
+
+def num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def dur(ms: float | None) -> str:
+    """A duration, with two decimals below a millisecond (rollbacks are that quick)."""
+    return f"{ms:.2f} ms" if ms is not None and 0 <= ms < 1 else fmt_ms(ms)
+
+
+def stamp(ms: float) -> str:
+    """A moment on the run's clock."""
+    return f"{ms:,.1f} ms"
+
+
+def _restart() -> None:
+    ss["inspect_step"] = 0
+
+
+def _next() -> None:
+    ss["inspect_step"] = min(STEPS - 1, ss.get("inspect_step", 0) + 1)
+
+
+def _back() -> None:
+    ss["inspect_step"] = max(0, ss.get("inspect_step", 0) - 1)
+
+
+def _new_round() -> None:
+    ss["inspect_step"] = 0
+    ss.pop("inspect_pos", None)
+
+
+# --- which run, which round -----------------------------------------------------------------
+sources = ui.replay_sources()
+live = ss.get("live")
+if live is not None and live.trace is not None and not live.sd_done and any(r.proposed for r in live.trace.rounds):
+    sources = {_("This session's Live run, so far"): lambda: live.trace, **sources}
+with st.sidebar:
+    st.selectbox(_("Run"), list(sources), key="inspect_source", on_change=_new_round,
+                 help=_("This session's last Live run, or a recorded one."))
+trace, problem = ui.load_source(sources, ss.get("inspect_source"))
+rounds = insp.drafted_rounds(trace) if trace is not None else []
+
+st.markdown("## " + _("Inspect a round"))
+if trace is None or not rounds:
+    ui.sidebar_pair()
+    st.info(problem or _("Run a speculative run on the Live page, or pick a recorded run in the sidebar: "
+                         "this page walks through one of its rounds."), icon=":material/info:")
+    st.stop()
+
+sig = (trace.config.prompt, len(trace.rounds), trace.wall_ms)  # the run, whatever the language of its label
+if ss.get("inspect_sig") != sig or ss.get("inspect_round") not in rounds:
+    ss["inspect_sig"] = sig
+    ss["inspect_round"] = insp.default_round(trace)
+    _new_round()
+ss.setdefault("inspect_step", 0)
+
+
+def round_label(i: int) -> str:
+    """Language-neutral (a label that changed with the language would lose the choice): 6 · 2/4 ✓."""
+    r = trace.rounds[i]
+    return f"{i + 1} · {r.accepted}/{len(r.proposed)} ✓"
+
+
+with st.sidebar:
+    st.selectbox(_("Round"), rounds, key="inspect_round", format_func=round_label, on_change=_new_round,
+                 help=_("Every round in which the draft proposed tokens, with how many of them were accepted "
+                        "(2/4 ✓: two of four). The page opens on one with a rejection."))
+ui.sidebar_pair()
+
+index = ss["inspect_round"]
+rnd = trace.rounds[index]
+S = insp.story(trace, index)
+cfg = trace.config
+step = ss["inspect_step"]
+mode = (_("greedy (temperature 0)") if S.greedy
+        else _("sampling at temperature {t:g}, seed {seed}").format(t=cfg.temperature, seed=cfg.seed))
+st.caption(_("Round {n} of {total} · {mode} · γ = {gamma} · {draft} → {target} on {device} in {dtype}").format(
+    n=index + 1, total=S.total, mode=mode, gamma=rnd.gamma, draft=cfg.draft or _("draft"),
+    target=cfg.target or _("target"), device=cfg.device, dtype=cfg.dtype))
+
+TITLES = [
+    _("The draft proposes"),
+    _("The target checks them all in one pass"),
+    _("Accept while they agree"),
+    _("The target's own token"),
+    _("Both KV caches roll back"),
+    _("The next round waits"),
+]
+
+# --- the toolbar: Back, Next (N), Start over; where we are ----------------------------------------
+bar = st.columns([1, 1, 1, 4], vertical_alignment="center")
+bar[0].button(_("Back"), key="inspect_back", icon=":material/chevron_left:", width="stretch",
+              on_click=_back, disabled=step == 0)
+bar[1].button(_("Next"), key="inspect_next", type="primary", icon=":material/chevron_right:", width="stretch",
+              shortcut="N", on_click=_next, disabled=step == STEPS - 1,
+              help=_("The next step of this round (key N)."))
+bar[2].button(_("Start over"), key="inspect_restart", icon=":material/first_page:", width="stretch",
+              on_click=_restart, disabled=step == 0)
+bar[3].markdown(" · ".join(f"**{i + 1}\\. {t}**" if i == step else f"{i + 1}\\. {t}" for i, t in enumerate(TITLES)))
+
+phase, shown = ("draft", len(rnd.proposed)) if step == 0 else ("verify", None) if step == 1 else ("done", None)
+st.html(F.token_strip_html([], live=rnd, phase=phase, shown=shown, tr=_))
+st.markdown(f"### {step + 1} · {TITLES[step]}")
+
+
+def say(*sentences: str) -> None:
+    st.markdown(" ".join(s for s in sentences if s))
+
+
+def round_timeline() -> None:
+    """The round's passes on the millisecond axis, and the next round's first draft pass."""
+    upto = trace_upto(trace, min(len(trace.rounds), index + 2))
+    start = rnd.start_ms
+    end = rnd.end_ms
+    if S.next_start_ms is not None:
+        nxt = trace.rounds[index + 1]
+        first = next((e for e in nxt.events if e.lane == "draft"), None)
+        end = max(end, first.end_ms if first is not None else S.next_start_ms)
+    pad = max(0.5, (end - start) * 0.04)
+    fig = F.timeline_figure(upto, height=200, tr=_)
+    fig.update_xaxes(range=[start - pad, end + pad])
+    st.plotly_chart(fig, key=f"inspect_timeline_{step}", config={"displayModeBar": False})
+
+
+tokens = " ".join(tok(t) for t in rnd.proposed_text)
+g, k = len(rnd.proposed), rnd.accepted
+
+# --- 1. the draft proposes ----------------------------------------------------------------
+if step == 0:
+    if S.lookup:
+        say(_("No draft model in this run: an n-gram lookup found the last tokens earlier in the text and "
+              "proposed what followed them there, {tokens}, in {ms}.").format(tokens=tokens, ms=dur(S.draft_ms)),
+            _("What the draft produces: guesses of the next tokens, each with the distribution q it came from "
+              "(here certain: q = 1 for each)."))
+    else:
+        passes = ", ".join(_("{token} in {ms}").format(token=tok(p.text), ms=dur(p.ms)) for p in S.drafts)
+        say(_("The draft model makes its guesses one at a time, one forward pass each, because each guess must "
+              "follow the one before: {passes}; {total} in all.").format(passes=passes, total=dur(S.draft_ms)),
+            _("Its first pass also read the whole prompt, so it took longer.")
+            if S.drafts and S.drafts[0].event.kind == "prefill" else "",
+            _("What the draft produces: for each position a probability distribution q over the vocabulary, "
+              "and a token drawn from it (its top token when greedy). Cheap guesses, not yet output."))
+    say(_("Meanwhile the target sits idle for those {ms}: there is nothing to check until the guesses exist.").format(
+        ms=dur(S.draft_ms)))
+    round_timeline()
+
+# --- 2. the target checks them all in one pass ---------------------------------------------------
+elif step == 1:
+    say(_("The target reads the output's last token and the guesses, {tokens}, in ONE forward pass of {ms}, "
+          "and gets {m} distributions p at once: one to check each guess, and one past the last.").format(
+            tokens=tokens, ms=dur(S.verify_ms), m=g + 1),
+        _("This was the target's first pass, so it also read the prompt.") if S.prefill else "",
+        _("Why one pass can check many tokens: a transformer computes the next-token distribution at every "
+          "position of its input in the same pass, as when it reads a prompt. Reading {m} positions usually costs "
+          "little more than reading one, because such a pass is mostly spent loading the weights from "
+          "memory.").format(m=g + 1))
+    say(_("Meanwhile the draft sits idle for those {ms}: it cannot guess on until it knows which of its "
+          "guesses survive.").format(ms=dur(S.verify_ms)))
+    round_timeline()
+
+# --- 3. accept while they agree ------------------------------------------------------------------
+elif step == 2:
+    lines = []
+    if S.greedy:
+        say(_("Greedy decoding: a guess is kept when it is the target's own top token (argmax of p), position "
+              "by position, until the first disagreement."))
+    else:
+        say(_("Speculative sampling: a guess x is kept with probability min(1, p(x) / q(x)). A uniform draw u "
+              "decides: u < p/q keeps it. A guess the target likes at least as much as the draft did is always "
+              "kept."))
+    for pos in S.positions:
+        if not pos.judged:
+            continue
+        at = pos.index + 1
+        if S.greedy:
+            if pos.verdict == "accepted":
+                line = _("Position {i}: the draft's {draft} is the target's top token too → accepted.")
+            else:
+                line = _("Position {i}: the draft's {draft}, but the target's top token is {target} → rejected.")
+            lines.append(line.format(i=at, draft=tok(pos.text), target=tok(pos.target_top_text)))
+        elif pos.u is not None:
+            if pos.verdict == "accepted":
+                line = _("Position {i}: {draft}, p = {p}, q = {q}, min(1, p/q) = {r}; the draw u = {u} < {r} → accepted.")
+            else:
+                line = _("Position {i}: {draft}, p = {p}, q = {q}, min(1, p/q) = {r}; the draw u = {u} ≥ {r} → rejected.")
+            lines.append(line.format(i=at, draft=tok(pos.text), p=num(pos.p), q=num(pos.q), r=num(pos.ratio),
+                                     u=num(pos.u)))
+        else:
+            lines.append(_("Position {i}: {draft}, min(1, p/q) = {r} → {verdict} (this trace holds no draws).").format(
+                i=at, draft=tok(pos.text), r=num(pos.ratio),
+                verdict=_("accepted") if pos.verdict == "accepted" else _("rejected")))
+    if S.unjudged:
+        rest = " ".join(tok(p.text) for p in S.positions if p.verdict == "unjudged")
+        lines.append(_("Thrown away unchecked, as guessed after a wrong token: {tokens}.").format(tokens=rest))
+    if k == g:
+        lines.append(_("Every guess accepted."))
+    st.markdown("\n".join(f"- {line}" for line in lines))
+    if S.sample is not None:
+        st.caption(_("The acceptance rule itself took {ms}.").format(ms=dur(S.sample.duration_ms)))
+
+    judged = [p for p in S.positions if p.judged]
+    default = S.rejected.index if S.rejected is not None else judged[-1].index
+    if ss.get("inspect_pos") not in [p.index for p in judged]:
+        ss["inspect_pos"] = default
+    marks = {"accepted": "✓", "rejected": "✗"}
+    st.segmented_control(_("Position"), [p.index for p in judged], key="inspect_pos", required=True,
+                         format_func=lambda i: f"{i + 1} {marks[S.positions[i].verdict]} {printable(S.positions[i].text)}")
+    pos = S.positions[ss["inspect_pos"]]
+    cols = st.columns([3, 1.2])
+    with cols[0]:
+        if not pos.recorded:
+            st.caption(_("This trace was recorded before the top-10 rows were kept: only the proposed token's "
+                         "q and p are shown."))
+        if S.greedy:
+            st.caption(_("A greedy run: q and p are drawn at temperature 1; the rule compares only their top "
+                         "tokens."))
+        st.plotly_chart(FI.pq_figure(pos, tr=_), key="inspect_pq", config={"displayModeBar": False})
+        if not S.greedy and pos.u is not None and pos.ratio is not None:
+            st.plotly_chart(FI.draw_figure(pos.ratio, pos.u, tr=_), key="inspect_draw",
+                            config={"displayModeBar": False})
+    with cols[1]:
+        c = st.columns(2)
+        c[0].metric(_("q (draft)"), num(pos.q))
+        c[1].metric(_("p (target)"), num(pos.p))
+        if S.greedy:
+            c = st.columns(2)
+            c[0].metric(_("draft's top"), printable(pos.text))
+            c[1].metric(_("target's top"), printable(pos.target_top_text) if pos.target_top is not None else "—")
+        else:
+            c = st.columns(2)
+            c[0].metric(_("min(1, p/q)"), num(pos.ratio))
+            c[1].metric(_("draw u"), num(pos.u))
+        st.metric(_("verdict"), _("accepted") if pos.verdict == "accepted" else _("rejected"))
+
+# --- 4. the target's own token -------------------------------------------------------------------
+elif step == 3:
+    at = k + 1
+    target = tok(S.target_text)
+    if S.emitted <= k:
+        reasons = {"eos": _("an end-of-sequence token"), "stop_string": _("a stop string"),
+                   "max_new_tokens": _("the token budget"), "context": _("the context length")}
+        say(_("The output ended inside the accepted tokens ({reason}), so the target's {token} is not "
+              "emitted.").format(reason=reasons.get(trace.stop_reason, _("the stop")), token=target))
+    elif S.target_kind == "bonus":
+        say(_("Every guess was accepted, so the verify pass's last distribution, p after {last}, gives one "
+              "more token for free: the bonus {token}. No extra forward pass.").format(
+                last=tok(rnd.proposed_text[-1]), token=target),
+            _("It is the target's top token there.") if S.greedy else
+            _("It is drawn from that p, exactly as the target alone would draw it."))
+        bonus = S.positions[-1]
+        if bonus.recorded:
+            st.plotly_chart(FI.pq_figure(bonus, tr=_), key="inspect_bonus", config={"displayModeBar": False})
+    elif S.greedy:
+        say(_("At position {i} the target's own top token {token} replaces the rejected {rejected}. It comes "
+              "from the same verify pass: no extra forward pass.").format(
+                i=at, token=target, rejected=tok(rnd.proposed_text[k])))
+    else:
+        pos = S.positions[k]
+        say(_("At position {i} the correction {token} replaces the rejected {rejected}. It is drawn from "
+              "norm(max(0, p − q)): the part of the target's distribution the draft's guesses under-covered. "
+              "It comes from the same verify pass: no extra forward pass.").format(
+                i=at, token=target, rejected=tok(rnd.proposed_text[k])))
+        if pos.residual:
+            st.plotly_chart(FI.residual_figure(pos, tr=_), key="inspect_residual",
+                            config={"displayModeBar": False})
+        elif pos.recorded:
+            st.caption(_("Here p and q agree, which leaves no residual: the correction is drawn from p itself."))
+    if S.emitted > k and k:
+        say(_("This round emits {e} tokens: {accepted} accepted, and the target's {token}.").format(
+            e=S.emitted, accepted=" ".join(tok(t) for t in rnd.proposed_text[:k]), token=target))
+    elif S.emitted > k:
+        say(_("This round emits one token, the target's {token}: no guess was accepted.").format(token=target))
+    say(_("Why the output is identical to the target's own: every token emitted is a guess the target agreed "
+          "with or the target's own token. Greedy, that is exactly the target's greedy output; sampling, the "
+          "min(1, p/q) test and the residual together give exactly the target's distribution."))
+
+# --- 5. both caches roll back --------------------------------------------------------------------
+elif step == 4:
+    tr, dr = S.rollback("target"), S.rollback("draft")
+    say(_("Each model keeps a KV cache: the keys and values of every token it has read, so that a pass reads "
+          "only the new tokens. After the verdict both must hold a prefix of the new sequence."))
+    if tr is not None:
+        say(_("The target crops what it read past the accepted prefix, {tokens}, from its cache in {ms}: no "
+              "recomputation.").format(tokens=" ".join(tok(t) for t in rnd.proposed_text[k:]),
+                                       ms=dur(tr.duration_ms)))
+    else:
+        say(_("The target's cache keeps everything it read: no guess was rejected. Its own token is not in the "
+              "cache yet; the next verify pass reads it first."))
+    if dr is not None:
+        say(_("The draft crops its cache back to the accepted prefix in {ms}.").format(ms=dur(dr.duration_ms)))
+    elif S.lookup:
+        say(_("The n-gram lookup keeps no cache."))
+    elif S.target_kind == "bonus":
+        say(_("The draft keeps its cache: it never read its own last guess, so its next pass reads that guess "
+              "and the bonus token together."))
+    else:
+        say(_("The draft's cache already ends within the new sequence (it has not read its own last guess "
+              "yet): nothing to drop."))
+
+# --- 6. the next round waits ---------------------------------------------------------------------
+else:
+    if S.next_start_ms is not None:
+        say(_("The verify pass returned at {t1}; round {r} started drafting at {t2}, {gap} later (the verdict "
+              "and the rollbacks). It could not start earlier: its first guess must follow {token}, which only the "
+              "verify pass decided.").format(t1=stamp(S.verify_end_ms), r=index + 2, t2=stamp(S.next_start_ms),
+                                             gap=dur(S.wait_ms), token=tok(S.target_text)))
+    else:
+        say(_("This was the run's last round. A next round could only have started drafting after {t1}, when "
+              "the verify pass returned: its first guess must follow the target's {token}.").format(
+                t1=stamp(S.verify_end_ms), token=tok(S.target_text)))
+    say(_("Why each model sits idle: in this round the target waited {d} while the draft guessed, and the draft "
+          "waited {v} while the target checked. They never work at once; that serial wait is what PEARL and "
+          "speculative speculative decoding overlap (see the Parallel page).").format(
+            d=dur(S.draft_ms), v=dur(S.verify_ms)))
+    round_timeline()
+
+# --- the four ideas, in short ----------------------------------------------------------------------
+st.divider()
+st.markdown("#### " + _("In short"))
+st.markdown("\n".join("- " + s for s in (
+    _("**What the draft produces:** γ guessed tokens, each with the distribution q it came from: cheap, and "
+      "often right on predictable text."),
+    _("**Why one verify pass checks many tokens:** the target computes a next-token distribution at every "
+      "position of its input at once, so γ guesses cost about one pass."),
+    _("**Why each model sits idle:** the target has nothing to check until the guesses exist, and the draft "
+      "cannot guess on until the verdict is back."),
+    _("**Why the output is the target's own:** every emitted token is one the target accepted or produced "
+      "itself; when sampling, the min(1, p/q) test and the residual keep the target's distribution exactly."),
+)))

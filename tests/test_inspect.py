@@ -1,0 +1,426 @@
+"""The p/q inspector and the walkthrough of one round (pages/inspect.py).
+
+* the record: sampling runs keep each judged draw u and the top-10 rows of q and p (and the
+  residual at a rejection); greedy runs keep the rows and no draws; the seeded output is the
+  same as before the draws were recorded (the rule below is the old one, verbatim);
+* the recorded u decides exactly as min(1, p/q) says;
+* specviz.inspect reads a round (and a trace recorded before these fields) for the page;
+* the figures; the page through AppTest on the tiny pair: Next steps through all six steps
+  of a real round, naming its tokens and milliseconds; the p/q chart for a sampling run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+import specviz.engine
+from conftest import run_sd
+from specviz import Trace, inspect
+from specviz.acceptance import Acceptance, sampling_accept, top_tokens
+from specviz.engine import TOP_K
+from specviz.figures import inspect as FI
+from specviz.marks import printable
+from specviz.metrics import fmt_ms
+from specviz.ui import pair as ui_pair
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = sorted((ROOT / "assets" / "traces").glob("*.json"))
+APP = str(ROOT / "app.py")
+PAGE = "pages/inspect.py"
+TIMEOUT = 90
+SAMPLING = dict(temperature=0.9, top_p=1.0, gamma=4, max_new_tokens=40)
+
+
+def old_sampling_accept(p, q, draft, gen):
+    """sampling_accept as it was before it returned its draws: the reference for the
+    random stream (same draws, same order)."""
+    p = p.cpu()
+    g = len(draft)
+    if g:
+        q = q.cpu()
+        rows = torch.arange(g)
+        tok = torch.tensor(draft)
+        ratio = p[rows, tok] / q[rows, tok].clamp_min(1e-30)
+        u = torch.rand(g, generator=gen)
+        rejected = (u >= ratio).nonzero()
+        if len(rejected):
+            k = int(rejected[0])
+            residual = (p[k] - q[k]).clamp_min(0)
+            total = residual.sum()
+            row = residual / total if total > 0 else p[k]
+            return k, int(torch.multinomial(row, 1, generator=gen))
+    return g, int(torch.multinomial(p[g], 1, generator=gen))
+
+
+def sig4(x: float) -> bool:
+    return x == float(f"{x:.4g}")
+
+
+# --- the acceptance rule: same stream, now with its draws ---------------------------------------
+
+
+def test_sampling_accept_keeps_its_random_stream():
+    """On random rows the new rule decides exactly as the old one and leaves the generator
+    in the same state; it unpacks as (k, token) and holds the judged draws."""
+    torch.manual_seed(0)
+    for trial in range(200):
+        g = trial % 5
+        p = torch.rand(g + 1, 12).softmax(-1)
+        q = torch.rand(g, 12).pow(3).softmax(-1) if g else None
+        draft = [int(torch.multinomial(q[i], 1)) for i in range(g)]
+        a, b = torch.Generator().manual_seed(trial), torch.Generator().manual_seed(trial)
+        new, old = sampling_accept(p, q, draft, a), old_sampling_accept(p, q, draft, b)
+        assert isinstance(new, Acceptance) and tuple(new) == old
+        k, tok = new
+        assert torch.equal(torch.rand(3, generator=a), torch.rand(3, generator=b))
+        assert len(new.u) == min(k + 1, g)
+
+
+def test_the_seeded_output_is_unchanged(tiny_pair, monkeypatch):
+    """A sampling run with the rule that returns its draws emits exactly what the old rule
+    emitted, round for round, for fixed seeds and both drafters."""
+    for drafter in ("model", "ngram"):
+        for seed in (0, 3):
+            new = run_sd(tiny_pair, seed=seed, drafter=drafter, **SAMPLING)
+            with monkeypatch.context() as m:
+                m.setattr(specviz.engine, "sampling_accept", lambda *a: Acceptance(*old_sampling_accept(*a)))
+                old = run_sd(tiny_pair, seed=seed, drafter=drafter, **SAMPLING)
+            assert new.output_ids == old.output_ids, (drafter, seed)
+            assert [r.accepted for r in new.rounds] == [r.accepted for r in old.rounds]
+            assert not any(r.draws for r in old.rounds) and any(r.draws for r in new.rounds)
+
+
+def test_top_tokens_break_ties_as_argmax():
+    rows = torch.tensor([[0.1, 0.3, 0.3, 0.0, 0.3], [0.0, 0.0, 1.0, 0.0, 0.0]])
+    assert top_tokens(rows, 2) == [[1, 2], [2]]  # lower id first among ties; no zero-probability ids
+    assert top_tokens(rows[0], 10) == [[1, 2, 4, 0]]
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(300):  # rows full of ties, against sorting by (-probability, id)
+        vocab, k = int(torch.randint(1, 30, (1,), generator=gen)), int(torch.randint(1, 12, (1,), generator=gen))
+        rows = torch.randint(0, 5, (4, vocab), generator=gen).float()
+        expected = [sorted((i for i in range(vocab) if row[i] > 0), key=lambda i: (-float(row[i]), i))[:k]
+                    for row in rows]
+        assert top_tokens(rows, k) == expected
+
+
+# --- what a run records ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rows_seen(tiny_pair):
+    """A sampling run, with the exact p and q rows record_candidates saw for each round."""
+    seen = []
+    real = specviz.engine.record_candidates
+
+    def spy(rnd, prop, verdict, p, text):
+        seen.append((None if prop.q_rows is None else prop.q_rows.clone(), p.clone()))
+        return real(rnd, prop, verdict, p, text)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(specviz.engine, "record_candidates", spy)
+        trace = run_sd(tiny_pair, seed=1, **SAMPLING)
+    return trace, seen
+
+
+def test_sampling_runs_record_the_draws_and_the_top_rows(rows_seen):
+    trace, seen = rows_seen
+    assert len(seen) == len(trace.rounds)
+    rejections = 0
+    for rnd, (q, p) in zip(trace.rounds, seen):
+        n, k = len(rnd.proposed), rnd.accepted
+        assert len(rnd.candidates) == inspect.n_positions(rnd) == (n + 1 if k == n else n)
+        assert len(rnd.draws) == inspect.judged(rnd)
+        for i, ids in enumerate(rnd.candidates):
+            assert len(ids) == len(set(ids)) == len(rnd.candidate_p[i]) == len(rnd.candidate_text[i])
+            assert set(top_tokens(p[i], TOP_K)[0]) <= set(ids)  # the target's top 10
+            assert rnd.candidate_p[i] == sorted(rnd.candidate_p[i], reverse=True)
+            assert all(sig4(x) for x in rnd.candidate_p[i] + rnd.candidate_q[i])
+            if i < n:
+                assert set(top_tokens(q[i], TOP_K)[0]) <= set(ids)  # the draft's top 10
+                assert rnd.proposed[i] in ids and len(rnd.candidate_q[i]) == len(ids)
+                j = ids.index(rnd.proposed[i])
+                assert rnd.candidate_q[i][j] == pytest.approx(rnd.draft_probs[i], rel=1e-3)
+                assert rnd.candidate_p[i][j] == pytest.approx(rnd.target_probs[i], rel=1e-3)
+            else:
+                assert rnd.candidate_q[i] == []  # the target's own position: no draft row
+        if k < n:
+            rejections += 1
+            assert len(rnd.residual_probs) == len(rnd.candidates[k])
+            assert sum(rnd.residual_probs) <= 1.001
+            drawn = rnd.candidates[k].index(rnd.correction)
+            assert rnd.residual_probs[drawn] > 0  # the correction came from the residual
+            assert rnd.residual_probs[rnd.candidates[k].index(rnd.proposed[k])] == 0  # max(0, p - q) at x: q >= p
+        else:
+            assert rnd.residual_probs == []
+    assert rejections, "the run had a rejection"
+
+
+def test_the_recorded_draw_decides_as_min_1_p_over_q_says(tiny_pair):
+    judged = 0
+    for seed in range(4):
+        for drafter in ("model", "ngram"):
+            trace = run_sd(tiny_pair, seed=seed, drafter=drafter, **SAMPLING)
+            for rnd in trace.rounds:
+                for i, u in enumerate(rnd.draws):
+                    p, q = rnd.target_probs[i], rnd.draft_probs[i]
+                    kept = i < rnd.accepted
+                    assert inspect.decides(u, p, q) == kept == (u < min(1.0, p / q)), (seed, rnd.index, i)
+                    pos = inspect.position(rnd, i, greedy=False)
+                    assert pos.u == u and pos.ratio == pytest.approx(min(1.0, p / q))
+                    assert pos.verdict == ("accepted" if kept else "rejected")
+                    judged += 1
+    assert judged > 50
+
+
+def test_greedy_runs_record_the_argmax_comparison(tiny_pair):
+    trace = run_sd(tiny_pair, gamma=4, max_new_tokens=40)
+    assert any(r.rejected for r in trace.rounds) and any(r.accepted for r in trace.rounds)
+    for rnd in trace.rounds:
+        assert rnd.draws == [] and rnd.residual_probs == []
+        assert len(rnd.candidates) == inspect.n_positions(rnd)
+        for pos in inspect.positions(rnd, greedy=True):
+            if pos.verdict == "accepted":
+                assert pos.agree and pos.draft_top == pos.target_top == pos.token
+            elif pos.verdict == "rejected":
+                assert pos.agree is False and pos.target_top == rnd.correction != pos.token
+            if pos.verdict in ("accepted", "rejected", "bonus"):
+                best = max(pos.candidates, key=lambda c: (c.p, -c.id))  # the target's argmax, from the record
+                assert best.id == (pos.token if pos.verdict == "accepted" else rnd.correction)
+            assert pos.u is None
+
+
+def test_the_record_survives_json(rows_seen):
+    trace, _ = rows_seen
+    back = Trace.from_json(trace.to_json())
+    assert [r.__dict__ for r in back.rounds] == [r.__dict__ for r in trace.rounds]
+
+
+def test_the_record_stays_off_the_clock(tiny_pair, monkeypatch):
+    """Making the record 30 ms slower per round moves no timing: it is display work."""
+    import time
+
+    kw = dict(seed=2, **SAMPLING)
+    base = run_sd(tiny_pair, **kw)
+    real = specviz.engine.record_candidates
+
+    def slow(*a):
+        time.sleep(0.03)
+        return real(*a)
+
+    monkeypatch.setattr(specviz.engine, "record_candidates", slow)
+    slowed = run_sd(tiny_pair, **kw)
+    assert slowed.output_ids == base.output_ids
+    # on the clock the sleeps would add 30 ms of overhead (time in no forward pass) per round
+    per_round = (slowed.summary["overhead_ms"] - base.summary["overhead_ms"]) / len(base.rounds)
+    assert per_round < 10, per_round
+
+
+# --- older traces ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_shipped_traces_still_load_and_inspect(path):
+    trace = Trace.load(path)
+    assert all(r.candidates == [] and r.draws == [] for r in trace.rounds)
+    index = inspect.default_round(trace)
+    assert index is not None
+    story = inspect.story(trace, index)
+    assert story.drafts and story.verify is not None and story.verify_ms > 0
+    for pos in story.positions:
+        assert not pos.recorded
+        if pos.token is not None:
+            assert [c.id for c in pos.candidates] == [pos.token]  # the proposed token alone
+        if pos.judged:  # greedy: the verdict alone decides the argmax comparison
+            assert pos.agree == (pos.verdict == "accepted")
+    FI.pq_figure(story.positions[0])
+
+
+def test_a_version_1_trace_migrates(tmp_path):
+    data = json.loads(TRACES[0].read_text(encoding="utf-8"))
+    for r in data["rounds"]:
+        r["q"], r["p"] = r.pop("draft_probs"), r.pop("target_probs")
+    data["schema_version"] = 1
+    trace = Trace.from_dict(data)
+    assert trace.rounds[0].draft_probs and trace.rounds[0].candidates == []
+
+
+# --- specviz.inspect and the figures ------------------------------------------------------------------
+
+
+def test_story_names_the_rounds_passes(rows_seen):
+    trace, _ = rows_seen
+    index = inspect.default_round(trace)
+    rnd = trace.rounds[index]
+    s = inspect.story(trace, index)
+    assert 0 < rnd.accepted < len(rnd.proposed)  # the instructive kind of round, when the run has one
+    assert [p.text for p in s.drafts] == rnd.proposed_text
+    assert all(p.ms > 0 for p in s.drafts) and s.verify_ms > 0
+    assert s.next_start_ms is not None and s.next_start_ms >= s.verify_end_ms
+    assert s.rejected is not None and s.rejected.index == rnd.accepted
+    assert s.rollback("target") is not None
+
+
+def test_figures(rows_seen):
+    trace, _ = rows_seen
+    rnd = next(r for r in trace.rounds if r.rejected)
+    pos = inspect.position(rnd, rnd.accepted, greedy=False)
+    fig = FI.pq_figure(pos)
+    assert [t.name for t in fig.data] == ["q · draft", "p · target"]
+    names = list(fig.data[0].x)
+    drafted = names.index(printable(pos.text)) if printable(pos.text) in names else None
+    assert drafted is not None and fig.data[0].marker.line.width[drafted] == 3
+    assert any("drafted" in a.text for a in fig.layout.annotations)
+    res = FI.residual_figure(pos)
+    assert any("drawn" in a.text for a in res.layout.annotations)
+    draw = FI.draw_figure(pos.ratio, pos.u)
+    assert draw.data[-1].x[0] == pos.u
+
+
+# --- the page -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_app(monkeypatch):
+    real = ui_pair.load_pair
+
+    def guarded(name, **kw):
+        assert name == "tiny", f"a test asked for the {name!r} pair"
+        return real(name, **kw)
+
+    monkeypatch.setattr(ui_pair, "load_pair", guarded)
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+
+
+def _live_then_inspect(temperature: float = 0.0) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.select_slider(key="speed").set_value("Instant")
+    at.slider(key="gamma").set_value(4)
+    at.number_input(key="max_new_tokens").set_value(40)
+    if temperature:
+        at.slider(key="temperature").set_value(temperature)
+    at.run()
+    at.button(key="run").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["live"].sd_done
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _chart_names(at: AppTest) -> list[str]:
+    names = []
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        names += [t.get("name", "") for t in spec.get("data", [])]
+    return names
+
+
+def _walk(at: AppTest) -> tuple[list[str], list[list[str]]]:
+    """Press Next through the six steps; each step's narration and the chart traces shown."""
+    texts, charts = [], []
+    for step in range(6):
+        assert not at.exception, (step, at.exception)
+        body = [m.value for m in at.markdown]
+        assert f"### {step + 1} · " in " ".join(body), step
+        texts.append(" ".join(body))
+        charts.append(_chart_names(at))
+        if step < 5:
+            at.button(key="inspect_next").click().run()
+    assert at.button(key="inspect_next").disabled
+    return texts, charts
+
+
+def test_next_walks_a_real_sampling_round(tiny_app):
+    at = _live_then_inspect(temperature=0.9)
+    assert at.button(key="inspect_next").proto.shortcut.upper() == "N"
+    trace = at.session_state["live"].trace
+    rnd = trace.rounds[at.session_state["inspect_round"]]
+    story = inspect.story(trace, rnd.index)
+    texts, charts = _walk(at)
+    first = printable(rnd.proposed_text[0])
+    assert f"`{first}`" in texts[0] and dur(story.drafts[0].ms) in texts[0]  # the draft's tokens and pass times
+    assert "ONE forward pass" in texts[1] and dur(story.verify_ms) in texts[1]
+    assert "min(1, p/q)" in texts[2] and "the draw u = " in texts[2]
+    assert "q · draft" in charts[2] and "p · target" in charts[2]  # the p/q chart
+    assert f"`{printable(rnd.correction_text)}`" in texts[3]
+    assert "roll" in texts[4].lower() and "cache" in texts[4]
+    if story.next_start_ms is not None:
+        assert f"round {rnd.index + 2} started drafting at {story.next_start_ms:,.1f} ms" in texts[5]
+    else:
+        assert "last round" in texts[5]
+    everything = " ".join(texts)
+    for idea in ("What the draft produces", "Why one verify pass checks many tokens", "Why each model sits idle",
+                 "Why the output is the target's own"):
+        assert idea in everything
+
+
+def dur(ms: float) -> str:
+    """A duration as the page writes it."""
+    return f"{ms:.2f} ms" if ms < 1 else fmt_ms(ms)
+
+
+def test_greedy_round_shows_the_argmax_comparison(tiny_app):
+    at = _live_then_inspect()
+    at.button(key="inspect_next").click().run()
+    at.button(key="inspect_next").click().run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "top token" in text and "min(1, p/q) = " not in text
+    labels = [m.label for m in at.metric]
+    assert "draft's top" in labels and "target's top" in labels
+
+
+def test_a_recorded_trace_walks_with_no_model(tiny_app):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="inspect_source").value.startswith("Recorded:")
+    texts, _ = _walk(at)
+    assert "ms" in texts[0] and "top token" in texts[2]
+    at.button(key="inspect_restart").click().run()
+    assert "### 1 · " in " ".join(m.value for m in at.markdown)
+
+
+def test_in_chinese_every_step_renders(tiny_app):
+    """The translated narration keeps its placeholders (whatever the catalog holds)."""
+    at = _live_then_inspect(temperature=0.9)
+    at.button(key="inspect_next").click().run()
+    at.query_params["lang"] = "zh"
+    at.run()
+    assert "### 2 · " in " ".join(m.value for m in at.markdown)  # the language switch keeps the step
+    for _ in range(4):
+        assert not at.exception, at.exception
+        at.button(key="inspect_next").click().run()
+    assert not at.exception, at.exception
+    assert "### 6 · " in " ".join(m.value for m in at.markdown)
+
+
+def test_every_round_walks_to_the_end(tiny_app):
+    """Rejections, bonus tokens, a cut last round: every drafted round of a run steps through."""
+    at = _live_then_inspect(temperature=0.9)
+    trace = at.session_state["live"].trace
+    kinds = set()
+    for index in inspect.drafted_rounds(trace):
+        at.selectbox(key="inspect_round").set_value(index).run()
+        assert "### 1 · " in " ".join(m.value for m in at.markdown)  # a new round starts at step 1
+        for _ in range(5):
+            at.button(key="inspect_next").click().run()
+            assert not at.exception, (index, at.exception)
+        kinds.add(inspect.story(trace, index).target_kind)
+    assert kinds == {"fix", "bonus"}, kinds
+
+
+def test_an_ngram_round_is_one_lookup(tiny_pair):
+    trace = run_sd(tiny_pair, drafter="ngram", prompt="1 2 3 1 2 3 1 2 3 1 2", gamma=3, max_new_tokens=24)
+    index = inspect.default_round(trace)
+    s = inspect.story(trace, index)
+    assert s.lookup and len(s.drafts) == 1 and s.rollback("draft") is None
+    assert all(p.q in (None, 1.0) for p in s.positions)  # the lookup's q is one-hot
