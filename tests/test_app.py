@@ -14,7 +14,8 @@ from specviz.ui import pair as ui_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py")
+PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py", "pages/inspect.py",
+         "pages/sweep.py", "pages/theory.py", "pages/costs.py")
 TIMEOUT = 90
 
 
