@@ -88,11 +88,37 @@ def _progress_printer():
     return progress, bar
 
 
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    """How a run drafts, samples and stops: choices from the engine's registries."""
+    from specviz.draft_head import SIZES
+    from specviz.drafters import DRAFTERS, POLICIES
+
+    p.add_argument("--policy", default="constant", choices=list(POLICIES))
+    p.add_argument("--drafter", default="model", choices=list(DRAFTERS))
+    p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
+                   help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
+                        f"{', '.join(str(n) for n in SIZES)}; 0 = the full head")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def _pair_flags(p: argparse.ArgumentParser) -> None:
+    """Which pair, on which device, in which dtype: choices from the model registries."""
+    from specviz.models import DEVICES, DTYPES, PAIRS
+
+    p.add_argument("--pair", choices=list(PAIRS), help="a named pair (default: default)")
+    p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
+    p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
+    p.add_argument("--device", default="auto", choices=list(DEVICES))
+    p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The flags, their choices taken from the registries the engine itself uses."""
-    from specviz.draft_head import SIZES
-    from specviz.drafters import DRAFTERS, MAX_GAMMA, POLICIES
-    from specviz.models import DEVICES, DTYPES, PAIRS
+    from specviz.drafters import MAX_GAMMA
 
     parser = argparse.ArgumentParser(prog="specviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,25 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--prompt", required=True)
         p.add_argument("--raw", action="store_true", help="use the prompt as is, without the chat template")
         p.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
-        p.add_argument("--policy", default="constant", choices=list(POLICIES))
-        p.add_argument("--drafter", default="model", choices=list(DRAFTERS))
-        p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
-                       help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
-                            f"{', '.join(str(n) for n in SIZES)}; 0 = the full head")
         p.add_argument("--max-new-tokens", type=int, default=64)
-        p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-        p.add_argument("--top-p", type=float, default=1.0)
-        p.add_argument("--top-k", type=int, default=0)
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-        p.add_argument("--pair", choices=list(PAIRS), help="a named pair (default: default)")
-        p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
-        p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
-        p.add_argument("--device", default="auto", choices=list(DEVICES))
-        p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+        _run_flags(p)
+        _pair_flags(p)
         p.add_argument("--json", type=Path, help="write the trace(s) as JSON to this file")
         p.add_argument("--quiet", action="store_true", help="print no rounds, only the summary")
-    _cost_curve_parser(sub, DEVICES, DTYPES, PAIRS)
+    _cost_curve_parser(sub)
     _sweep_parser(sub)
     return parser
 
@@ -150,7 +163,7 @@ def _int_list(text: str) -> list[int]:
     return sorted(out)
 
 
-def _cost_curve_parser(sub, devices, dtypes, pairs) -> None:
+def _cost_curve_parser(sub) -> None:
     """``specviz cost-curve``: the verify-cost curve (specviz.costs), measured once and cached."""
     from specviz.costs import CURVE_BATCHES, CURVE_CONTEXT, SPARSE_CURVE_TOKENS
 
@@ -168,11 +181,7 @@ def _cost_curve_parser(sub, devices, dtypes, pairs) -> None:
     p.add_argument("--context-length", type=int, default=CURVE_CONTEXT,
                    help=f"tokens already in the cache before each pass (default {CURVE_CONTEXT})")
     p.add_argument("--refresh", action="store_true", help="measure again even when the cache has the curve")
-    p.add_argument("--pair", choices=list(pairs), help="a named pair (default: default)")
-    p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
-    p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
-    p.add_argument("--device", default="auto", choices=list(devices))
-    p.add_argument("--dtype", default="auto", choices=["auto", *dtypes])
+    _pair_flags(p)
 
 
 def _config(args: argparse.Namespace) -> RunConfig:
@@ -374,9 +383,6 @@ def _cost_curve(args: argparse.Namespace, style: Style) -> int:
 def _sweep_parser(sub) -> None:
     """``specviz sweep``: several prompts and a range of γ, so its own flags (the usual pair,
     device, dtype, draft-head and sampling flags among them)."""
-    from specviz.draft_head import SIZES
-    from specviz.drafters import DRAFTERS, POLICIES
-    from specviz.models import DEVICES, DTYPES, PAIRS
     from specviz.sweep import MAX_REPEATS
 
     p = sub.add_parser("sweep", help="measure tok/s against gamma, and the target alone, on each prompt, "
@@ -388,21 +394,8 @@ def _sweep_parser(sub) -> None:
     p.add_argument("--repeats", type=int, default=3,
                    help=f"runs per point, interleaved across gamma; the median is shown (1..{MAX_REPEATS})")
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--policy", default="constant", choices=list(POLICIES))
-    p.add_argument("--drafter", default="model", choices=list(DRAFTERS))
-    p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
-                   help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
-                        f"{', '.join(str(n) for n in SIZES)}; 0 = the full head")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--pair", choices=list(PAIRS), help="a named pair (default: default)")
-    p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
-    p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
-    p.add_argument("--device", default="auto", choices=list(DEVICES))
-    p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+    _run_flags(p)
+    _pair_flags(p)
     p.add_argument("--json", type=Path, help="write the sweep (rows, baselines, best gammas) as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="print no line per run, only the table")
 

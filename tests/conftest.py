@@ -115,3 +115,18 @@ def recording_kv():
 def kv_recorder():
     with recording_kv() as rec:
         yield rec
+
+
+@pytest.fixture
+def app_tiny_only(monkeypatch):
+    """The app on the tiny pair; asking for any other pair (minutes, ~10 GB) fails loudly."""
+    from specviz.ui import pair as ui_pair
+
+    real = ui_pair.load_pair
+
+    def guarded(name, **kw):
+        assert name == "tiny", f"a test asked for the {name!r} pair"
+        return real(name, **kw)
+
+    monkeypatch.setattr(ui_pair, "load_pair", guarded)
+    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")

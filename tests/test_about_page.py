@@ -10,7 +10,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.i18n import gettext_for
-from specviz.ui import pair as ui_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -42,15 +41,8 @@ needs_catalog = pytest.mark.xfail(not CATALOG_HAS_THEM, strict=False, reason="ca
 
 
 @pytest.fixture(autouse=True)
-def tiny_only(monkeypatch):
-    real = ui_pair.load_pair
-
-    def guarded(name, **kw):
-        assert name == "tiny", f"a test asked for the {name!r} pair"
-        return real(name, **kw)
-
-    monkeypatch.setattr(ui_pair, "load_pair", guarded)
-    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+def tiny_only(app_tiny_only):
+    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 def _open(page: str, lang: str | None = None) -> AppTest:

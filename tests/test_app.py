@@ -20,17 +20,8 @@ TIMEOUT = 90
 
 
 @pytest.fixture(autouse=True)
-def tiny_only(monkeypatch):
-    """No test here may load the real pair (minutes, ~10 GB): asking for it fails loudly."""
-    real = ui_pair.load_pair
-
-    def guarded(name, **kw):
-        if name != "tiny":
-            raise AssertionError(f"a test asked for the {name!r} pair")
-        return real(name, **kw)
-
-    monkeypatch.setattr(ui_pair, "load_pair", guarded)
-    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+def tiny_only(app_tiny_only):
+    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -30,7 +30,6 @@ from specviz import BadInput, RunConfig
 from specviz.compare import compare
 from specviz.i18n import N_, catalog_path, gettext_for, translate_known
 from specviz.trace import Round, Trace
-from specviz.ui import pair as ui_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -39,15 +38,8 @@ ZH = gettext_for("zh_CN")
 
 
 @pytest.fixture(autouse=True)
-def tiny_only(monkeypatch):
-    real = ui_pair.load_pair
-
-    def guarded(name, **kw):
-        assert name == "tiny", f"a test asked for the {name!r} pair"
-        return real(name, **kw)
-
-    monkeypatch.setattr(ui_pair, "load_pair", guarded)
-    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+def tiny_only(app_tiny_only):
+    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 def _english_only() -> set[str]:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.ui import pair as ui_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -18,15 +17,8 @@ TIMEOUT = 90
 
 
 @pytest.fixture(autouse=True)
-def tiny_only(monkeypatch):
-    real = ui_pair.load_pair
-
-    def guarded(name, **kw):
-        assert name == "tiny", f"a test asked for the {name!r} pair"
-        return real(name, **kw)
-
-    monkeypatch.setattr(ui_pair, "load_pair", guarded)
-    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+def tiny_only(app_tiny_only):
+    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 def _live_run(temperature: float = 0.0) -> AppTest:

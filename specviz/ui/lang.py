@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.i18n import DEFAULT, LANGUAGES, gettext_for, match
+from specviz.i18n import LANGUAGES, gettext_for, match
 
 URL_TAGS = {"en": "en", "zh_CN": "zh"}
 
