@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Install what the tests need (pinned Python packages, Debian's Chromium for the
-# browser test) and run the whole suite. Extra arguments go to pytest.
+# browser tests, Noto CJK so it draws Chinese) and run the whole suite. Extra
+# arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 # specviz itself, editable: the `specviz` command, and imports that work from any folder.
 python3 -m pip install --quiet --disable-pip-version-check --no-deps -e .
-if ! [ -x /usr/bin/chromium ]; then
+if ! [ -x /usr/bin/chromium ] || ! [ -d /usr/share/fonts/opentype/noto ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null
 fi
 # No test may reach a model hub: everything runs offline.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
