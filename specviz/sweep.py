@@ -262,6 +262,19 @@ class SweepResult:
             return None
         return theory.expected_speedup(a, gamma, c)
 
+    def refined_speedup(self, prompt: str, gamma: int) -> float | None:
+        """The refined formula's speedup at ``gamma`` (theory.refined_speedup): the prompt's
+        pooled α, its median draft pass, and the verify pass over γ + 1 tokens this sweep
+        measured at that γ, against the target alone's one-token step. None if unknown."""
+        rows = [r for r in self.rows if r["prompt"] == prompt]
+        row = next((r for r in rows if r["gamma"] == gamma), None)
+        a, step = self.alpha.get(prompt), self.target_step_ms.get(prompt)
+        drafts = [r["draft_ms"] for r in rows if r.get("draft_ms")]
+        if row is None or a is None or not step or not drafts or not row.get("verify_ms"):
+            return None
+        verify = {1: step, gamma + 1: row["verify_ms"]}
+        return theory.refined_speedup(a, gamma, statistics.median(drafts), verify)
+
     def disagreements(self, tolerance: int = 1) -> list[str]:
         """Prompts whose measured and predicted best γ differ by more than ``tolerance``."""
         return [p for p in self.prompts

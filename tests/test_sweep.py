@@ -224,6 +224,12 @@ def test_figures_draw_full_partial_and_empty_results(tiny_pair):
     measured = [t for t in fig.data if t.name == "code"][0]
     assert list(measured.y) == [r["tokens_per_second"] for r in full.rows_of(PROMPTS[0])]
     assert measured.error_y.array is not None
+    # the refined formula, from the verify passes this sweep measured, drawn beside the simple one
+    refined = [t for t in fig.data if t.hovertemplate and "refined formula" in t.hovertemplate]
+    assert len(refined) == 2  # one per prompt
+    for g, y in zip(refined[0].x, refined[0].y):
+        assert y == pytest.approx(full.baseline[PROMPTS[0]] * full.refined_speedup(PROMPTS[0], g))
+    assert full.refined_speedup(PROMPTS[0], 99) is None
     acc = acceptance_vs_gamma_figure(full, _=str.upper)
     assert acc.layout.annotations[0].text == "ACCEPTANCE RATE"
     partial = S.aggregate(S.SweepResult(prompts=PROMPTS, gammas=[1, 2, 3], repeats=2, max_new_tokens=N,

@@ -85,6 +85,15 @@ def sweep_figure(result: Any, labels: dict[str, str] | None = None, _: Callable[
                 legendgroup=prompt, showlegend=False, line=dict(color=color, width=2, dash="dot"),
                 hovertemplate=_("formula at γ = %{x}: %{y:.1f} tok/s") + f"<extra>{name}</extra>",
             ))
+            refined = [(r["gamma"], result.refined_speedup(prompt, r["gamma"])) for r in rows]
+            refined = [(g, sp) for g, sp in refined if sp is not None]
+            if refined:
+                fig.add_trace(go.Scatter(
+                    x=[g for g, _sp in refined], y=[base * sp for _g, sp in refined], mode="lines+markers",
+                    legendgroup=prompt, showlegend=False, line=dict(color=color, width=1.5, dash="dashdot"),
+                    marker=dict(size=6, symbol="x", color=color),
+                    hovertemplate=_("refined formula at γ = %{x}: %{y:.1f} tok/s") + f"<extra>{name}</extra>",
+                ))
             if (g := result.best_gamma_predicted.get(prompt)) is not None:
                 fig.add_trace(go.Scatter(
                     x=[g], y=[base * result.predicted_speedup(prompt, g)], mode="markers", legendgroup=prompt,
@@ -102,6 +111,8 @@ def sweep_figure(result: Any, labels: dict[str, str] | None = None, _: Callable[
     _key(fig, _("measured (median, bars: slowest to fastest)"), "lines+markers", grey, dict(size=8, color=PENDING))
     _key(fig, _("target alone"), "lines", {**grey, "dash": "dash"})
     _key(fig, _("formula from the measured α and c"), "lines", {**grey, "dash": "dot"})
+    _key(fig, _("refined formula: the measured verify pass T(γ + 1)"), "lines+markers", {**grey, "dash": "dashdot"},
+         dict(size=6, symbol="x", color=PENDING))
     _key(fig, _("best γ measured"), "markers", None, dict(symbol="star", size=14, color=PENDING))
     _key(fig, _("best γ predicted"), "markers", None,
          dict(symbol="diamond-open", size=13, color=PENDING, line=dict(width=2.5)))
