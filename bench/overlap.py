@@ -199,7 +199,8 @@ def main() -> None:
 
     head = (f"{'γ':>2} | {'serial':>6} {'ser 1t':>6} {'PEARL':>6} | {'sim':>6} {'real/sim':>8} | "
             f"{'sim 1t':>6} {'real/sim':>8} | {'sim meas':>8} {'real/sim':>8} | {'PEARL/serial':>12} | "
-            f"{'min-max: serial':>15} {'ser 1t':>11} {'PEARL':>11} | {'others max %: ser/1t/PEARL':>26} | same as serial")
+            f"{'min-max: serial':>15} {'ser 1t':>11} {'PEARL':>11} | {'others max %: ser/1t/PEARL':>26} | "
+            "same as serial")
     print("tok/s (median); sim = PEARL replayed on that serial run's ranks with its own costs")
     print(head)
     print("-" * len(head))
@@ -226,10 +227,10 @@ def main() -> None:
     print("-" * len(head))
     for g in args.gammas:
         r = runs[g]
-        d = {k: med(x for t in v for x in passes(t, "draft_forward")) for k, v in r.items()}
-        v = {k: med(x for t in vs for x in passes(t, "verify_forward")) for k, vs in r.items()}
+        d = {k: med(x for t in ts for x in passes(t, "draft_forward")) for k, ts in r.items()}
+        v = {k: med(x for t in ts for x in passes(t, "verify_forward")) for k, ts in r.items()}
         pearl = r["pearl"]
-        idle = (med(t.summary["draft_idle_fraction"] for t in pearl), med(t.summary["target_idle_fraction"] for t in pearl))
+        idle = [med(t.summary[f"{lane}_idle_fraction"] for t in pearl) for lane in ("draft", "target")]
         ovh = med(no_pass_ms(t) / t.summary["rounds"] for t in pearl)
         print(f"{g:>2} | {d['serial']:10.1f} {d['serial 1t']:6.1f} {d['pearl']:6.1f} {d['pearl'] / d['serial']:5.2f} "
               f"{d['pearl'] / d['serial 1t']:5.2f} | {v['serial']:11.1f} {v['serial 1t']:6.1f} {v['pearl']:6.1f} "
@@ -242,12 +243,12 @@ def main() -> None:
     if meta:
         print(f"measured costs: {'cached' if meta.get('cached') else 'measured now'} ({meta.get('measured_at')}, "
               f"{meta.get('threads')} threads, context {meta.get('context_length')}, contention "
-              f"{meta.get('contention') or 'none'}): draft(1) {meas.draft(1):.1f} ms, "
-              f"verify(1) {meas.verify(1):.1f} ms, verify({max(args.gammas) + 1}) {meas.verify(max(args.gammas) + 1):.1f} ms")
+              f"{meta.get('contention') or 'none'}): draft(1) {meas.draft(1):.1f} ms, verify(1) "
+              f"{meas.verify(1):.1f} ms, verify({max(args.gammas) + 1}) {meas.verify(max(args.gammas) + 1):.1f} ms")
     contended = sorted({c for v in runs.values() for ts in v.values() for t in ts for c in t.contention})
     print(f"heavy work in this process during timed runs: {contended or 'none'}; "
           f"load average after: {os.getloadavg() if hasattr(os, 'getloadavg') else None} "
-          f"(other processes on the machine are not seen by specviz)")
+          "(other processes: the 'others' column)")
 
 
 if __name__ == "__main__":

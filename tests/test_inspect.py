@@ -226,9 +226,27 @@ def test_the_record_stays_off_the_clock(tiny_pair, monkeypatch):
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
-def test_shipped_traces_still_load_and_inspect(path):
+def test_shipped_traces_load_and_inspect_with_their_rows(path):
     trace = Trace.load(path)
-    assert all(r.candidates == [] and r.draws == [] for r in trace.rounds)
+    assert any(r.candidates for r in trace.rounds), "the shipped traces are recorded with the top-10 rows"
+    index = inspect.default_round(trace)
+    story = inspect.story(trace, index)
+    assert story.drafts and story.verify is not None and story.verify_ms > 0
+    assert all(pos.recorded for pos in story.positions if pos.judged)
+    FI.pq_figure(story.positions[0])
+
+
+def _without_rows(trace: Trace) -> Trace:
+    """The trace as an older specviz recorded it: no top-10 rows, no draws."""
+    for r in trace.rounds:
+        r.candidates, r.candidate_q, r.candidate_p, r.candidate_text = [], [], [], []
+        r.draws, r.residual_probs = [], []
+    return trace
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_traces_recorded_before_the_rows_still_inspect(path):
+    trace = _without_rows(Trace.load(path))
     index = inspect.default_round(trace)
     assert index is not None
     story = inspect.story(trace, index)
@@ -246,6 +264,8 @@ def test_a_version_1_trace_migrates(tmp_path):
     data = json.loads(TRACES[0].read_text(encoding="utf-8"))
     for r in data["rounds"]:
         r["q"], r["p"] = r.pop("draft_probs"), r.pop("target_probs")
+        for key in ("candidates", "candidate_q", "candidate_p", "candidate_text", "draws", "residual_probs"):
+            r.pop(key, None)  # version 1 had none of these
     data["schema_version"] = 1
     trace = Trace.from_dict(data)
     assert trace.rounds[0].draft_probs and trace.rounds[0].candidates == []
