@@ -26,7 +26,6 @@ from specviz.engine import TOP_K
 from specviz.figures import inspect as FI
 from specviz.marks import printable
 from specviz.metrics import fmt_ms
-from specviz.ui import pair as ui_pair
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -307,15 +306,8 @@ def test_figures(rows_seen):
 
 
 @pytest.fixture
-def tiny_app(monkeypatch):
-    real = ui_pair.load_pair
-
-    def guarded(name, **kw):
-        assert name == "tiny", f"a test asked for the {name!r} pair"
-        return real(name, **kw)
-
-    monkeypatch.setattr(ui_pair, "load_pair", guarded)
-    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+def tiny_app(app_tiny_only):
+    """The app on the tiny pair (tests/conftest.py)."""
 
 
 def _live_then_inspect(temperature: float = 0.0) -> AppTest:

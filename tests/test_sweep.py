@@ -15,7 +15,6 @@ from specviz import BadInput, RunConfig, cli, theory
 from specviz import sweep as S
 from specviz.costs import LatencyModel
 from specviz.figures.sweep import acceptance_vs_gamma_figure, prompt_label, sweep_figure
-from specviz.ui import pair as ui_pair
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -277,15 +276,7 @@ def test_cli_sweep_bad_repeats_exit_2(capsys):
 
 
 @pytest.fixture
-def tiny_app(monkeypatch):
-    real = ui_pair.load_pair
-
-    def guarded(name, **kw):
-        assert name == "tiny", f"a test asked for the {name!r} pair"
-        return real(name, **kw)
-
-    monkeypatch.setattr(ui_pair, "load_pair", guarded)
-    monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+def tiny_app(app_tiny_only):
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
