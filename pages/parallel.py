@@ -63,7 +63,7 @@ st.caption(_("Simulated from measured costs: the same tokens the run emitted, wi
 
 names = {"serial": _("Serial speculative decoding"), "pearl": "PEARL", "ssd": _("SSD (speculative speculative)")}
 titles = {k: f"{names[k]}: {fmt_ms(r.wall_ms)}, {r.tokens_per_second:.1f} tok/s" for k, r in results.items()}
-chart, numbers = st.columns([3, 1.2])
+chart, numbers = st.columns([2.6, 1.4])
 with chart:
     st.plotly_chart(F.schedules_figure(results, titles, _("simulated time since start (ms), one axis for all three"),
                                        tr=_),
@@ -75,12 +75,11 @@ with numbers:
             st.markdown(f"**{names[key]}**")
             c = st.columns(2)
             c[0].metric(_("tokens / s"), f"{r.tokens_per_second:.1f}")
-            c[1].metric(_("vs target alone"), f"×{alone_ms / r.wall_ms:.2f}",
-                        help=_("Speedup over the target decoding alone, estimated from its one-token pass."))
-            c = st.columns(2)
-            c[0].metric(_("vs serial"), f"×{serial_ms / r.wall_ms:.2f}")
-            c[1].metric(_("idle: draft / target"),
-                        f"{fmt_pct(r.draft_idle_fraction)} / {fmt_pct(r.target_idle_fraction)}")
+            c[1].metric(_("vs serial"), f"×{serial_ms / r.wall_ms:.2f}")
+            st.metric(_("vs target alone"), f"×{alone_ms / r.wall_ms:.2f}",
+                      help=_("Speedup over the target decoding alone, estimated from its one-token pass."))
+            st.caption(f"{_('idle: draft / target')}: {fmt_pct(r.draft_idle_fraction)} / "
+                       f"{fmt_pct(r.target_idle_fraction)}")
             if key == "ssd":
                 c = st.columns(2)
                 c[0].metric(_("hit rate"), fmt_pct(r.hit_rate))
