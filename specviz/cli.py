@@ -207,6 +207,23 @@ def _write_json(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
+def _load(args: argparse.Namespace, style: Style):
+    """Check that --json can be written, then load the pair with a progress bar and say what loaded."""
+    from specviz.models import load_pair
+
+    if getattr(args, "json", None) is not None and not args.json.parent.is_dir():
+        raise BadInput(f"--json: folder {args.json.parent} does not exist")
+    progress, bar = _progress_printer()
+    try:
+        pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(style.dim(f"{pair.draft_name} → {pair.target_name} · {pair.dtype} on {pair.device} · "
+                    f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
+    return pair
+
+
 def _stream(decoding, style: Style, quiet: bool) -> Trace:
     for rnd in decoding:
         if not quiet:
@@ -328,7 +345,6 @@ def _cost_curve(args: argparse.Namespace, style: Style) -> int:
     """``specviz cost-curve``: the curve from the cache (the requested grid's file, or the
     full curve's) or measured and cached (specviz.costs.load_or_measure); a table; the JSON."""
     from specviz import costs as C
-    from specviz.models import load_pair
 
     if args.json is not None and not args.json.parent.is_dir():
         raise BadInput(f"--json: folder {args.json.parent} does not exist")
@@ -337,15 +353,8 @@ def _cost_curve(args: argparse.Namespace, style: Style) -> int:
     if args.context_length < 1:
         raise BadInput("--context-length must be >= 1", "context_length")
     grid = C.curve_grid(args.tokens, args.batches)
-    progress, bar = _progress_printer()
-    try:
-        pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
-    finally:
-        if bar is not None:
-            bar.close()
+    pair = _load(args, style)
     device = str(pair.device)
-    print(style.dim(f"{pair.draft_name} → {pair.target_name} · {pair.dtype} on {device} · "
-                    f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
     wanted = set(grid)
     found = None
     if not args.refresh:
@@ -435,7 +444,6 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
     """``specviz sweep`` (specviz.sweep): the estimate, one line per run, a table, the JSON.
     Ctrl-C keeps what was measured: the table and the JSON of the runs so far, exit 130."""
     from specviz import sweep as S
-    from specviz.models import load_pair
     from specviz.validate import check, check_settings
 
     latest: list = []
@@ -449,16 +457,7 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
                          temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                          stop=list(args.stop))
         check_settings(base)  # fail on bad settings before a minute of model loading
-        if args.json is not None and not args.json.parent.is_dir():
-            raise BadInput(f"--json: folder {args.json.parent} does not exist")
-        progress, bar = _progress_printer()
-        try:
-            pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
-        finally:
-            if bar is not None:
-                bar.close()
-        print(style.dim(f"{pair.draft_name} → {pair.target_name} · {pair.dtype} on {pair.device} · "
-                        f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
+        pair = _load(args, style)
         for prompt in prompts:  # a prompt too long for the pair fails here, before the probe
             check(pair, S.run_config(base, prompt, gammas[-1], args.max_new_tokens))
         costs = S.probe_costs(pair, prompts[0], base)
@@ -521,7 +520,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         return _sweep(args, style)
     from specviz.engine import speculative
-    from specviz.models import load_pair
     from specviz.validate import check_settings
 
     try:
@@ -529,16 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             return _cost_curve(args, style)
         config = _config(args)
         check_settings(config)  # fail on bad settings before a minute of model loading
-        if args.json is not None and not args.json.parent.is_dir():
-            raise BadInput(f"--json: folder {args.json.parent} does not exist")
-        progress, bar = _progress_printer()
-        try:
-            pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
-        finally:
-            if bar is not None:
-                bar.close()
-        print(style.dim(f"{pair.draft_name} → {pair.target_name} · {pair.dtype} on {pair.device} · "
-                        f"loaded in {pair.load_ms / 1000:.1f} s"), file=sys.stderr)
+        pair = _load(args, style)
         if args.command == "compare":
             _compare(pair, config, style, args)
             return 0
