@@ -26,6 +26,10 @@ alone, beside HF assisted generation (full draft head) at every gamma. All cells
 prompt are interleaved: for each repeat, for each gamma, every head and HF run in turn.
 
   python bench/bench.py --draft-heads 0 8192 16384 32768 65536 --prompts code
+  python bench/bench.py --draft-heads 0 32768 --draft-quants none int8   # each head bf16 and int8 (quant.py)
+
+Our runs skip what only the app's p/q inspector reads (``inspect=False``: top-10 rows,
+draft ranks), since HF records nothing of the kind; ``--inspect`` puts it back.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import torch
 
 from specviz.engine import autoregressive, speculative
 from specviz.models import load_pair
+from specviz.quant import QUANTS
 from specviz.theory import alpha_from_mean_length, expected_speedup
 from specviz.trace import RunConfig
 from specviz.validate import encode_prompt
@@ -73,10 +78,15 @@ def hf_generate(pair, ids: list[int], max_new: int, gamma: int | None) -> tuple[
     return time.perf_counter() - t0, out.shape[1] - len(ids)
 
 
-def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 0):
-    config = RunConfig(prompt=prompt, max_new_tokens=max_new, gamma=gamma or 1, draft_vocab=draft_vocab)
+INSPECT = False  # --inspect: also record what only the p/q inspector reads
+
+
+def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 0, draft_quant: str = "none"):
+    """Seconds (wall clock around the whole call, as for HF) and the trace of one greedy run."""
+    config = RunConfig(prompt=prompt, max_new_tokens=max_new, gamma=gamma or 1, draft_vocab=draft_vocab,
+                       draft_quant=draft_quant)
     t0 = time.perf_counter()
-    trace = (speculative if gamma else autoregressive)(pair, config).run()
+    trace = (speculative if gamma else autoregressive)(pair, config, inspect=INSPECT).run()
     return time.perf_counter() - t0, trace
 
 
@@ -91,7 +101,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--draft-heads", type=int, nargs="+", metavar="N",
                     help="print the draft-head table for these heads (0 = full vocabulary)")
+    ap.add_argument("--draft-quants", nargs="+", default=["none"], choices=list(QUANTS),
+                    help="with --draft-heads: each head with the draft as loaded and/or int8")
+    ap.add_argument("--inspect", action="store_true",
+                    help="also record the inspector's top-10 rows and draft ranks (the app does); "
+                         "off by default, as HF records nothing of the kind")
     args = ap.parse_args()
+    global INSPECT
+    INSPECT = args.inspect
     if args.draft_heads:
         return draft_heads(args)
 
@@ -155,22 +172,36 @@ def _med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def _head_label(quant: str, n: int) -> str:
+    head = "full" if n == 0 else (f"{n // 1024}k" if n % 1024 == 0 else str(n))
+    return head if quant == "none" else f"{quant} {head}"
+
+
 def draft_heads(args) -> None:
-    """The draft-head table: c, acceptance and tok/s per gamma for each head, against HF assisted."""
+    """The draft-head table: c, acceptance and tok/s per gamma for each head (and each
+    draft quantization), against HF assisted generation with the full draft."""
     pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
-    n, heads, gammas = args.max_new_tokens, args.draft_heads, args.gammas
+    n, gammas = args.max_new_tokens, args.gammas
+    drafts = [(q, h) for q in args.draft_quants for h in args.draft_heads]
+    for q, h in drafts:  # build each draft variant once, before any timing
+        pair.draft_model(q)
+        if h:
+            pair.cut_head(h, q)
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {n} new tokens, median of {args.repeats}, interleaved\n")
+          f"{torch.get_num_threads()} threads, {n} new tokens, median of {args.repeats}, interleaved, "
+          f"inspector recording {'on' if INSPECT else 'off'}\n")
     for name in args.prompts:
         prompt = PROMPTS[name]
         ids = encode_prompt(pair.tokenizer, prompt, chat=True)
         ours(pair, prompt, 8, 2), hf_generate(pair, ids, 8, 2)  # warm-up both paths
+        for q, h in drafts:
+            ours(pair, prompt, 8, 2, h, q)
         ar_o, ar_h = [], []
-        tps = {h: {g: [] for g in gammas} for h in heads}
+        tps = {d: {g: [] for g in gammas} for d in drafts}
         hf = {g: [] for g in gammas}
-        c = {h: [] for h in heads}
-        acc = {h: [] for h in heads}
-        ar_ids, same = None, {h: True for h in heads}
+        c = {d: [] for d in drafts}
+        acc = {d: [] for d in drafts}
+        ar_ids, same = None, {d: True for d in drafts}
         for rep in range(args.repeats):
             s, tr = ours(pair, prompt, n, None)
             ar_o.append(len(tr.output_ids) / s)
@@ -178,13 +209,13 @@ def draft_heads(args) -> None:
             s, k = hf_generate(pair, ids, n, None)
             ar_h.append(k / s)
             for g in gammas:
-                order = list(heads) + ["hf"]
+                order = list(drafts) + ["hf"]
                 for who in (order if rep % 2 == 0 else order[::-1]):
                     if who == "hf":
                         s, k = hf_generate(pair, ids, n, g)
                         hf[g].append(k / s)
                         continue
-                    s, tr = ours(pair, prompt, n, g, draft_vocab=who)
+                    s, tr = ours(pair, prompt, n, g, draft_vocab=who[1], draft_quant=who[0])
                     tps[who][g].append(len(tr.output_ids) / s)
                     c[who].append(tr.summary["cost_ratio_c"])
                     acc[who].append(tr.summary["acceptance_rate"])
@@ -195,19 +226,19 @@ def draft_heads(args) -> None:
         print(f"{name}: target alone {base:.2f} tok/s (HF generate {hf_ar:.2f}); HF assisted, full draft head, "
               f"best γ {hf_best}: {hf_med[hf_best]:.2f} tok/s (×{hf_med[hf_best] / base:.2f})")
         cols = " ".join(f"{'γ=' + str(g):>6}" for g in gammas)
-        header = f"{'draft head':<11} {'c':>5} {'acc':>5} | {cols} | {'best γ':>6} {'speedup':>7} {'vs HF':>6} | same"
+        header = f"{'draft':<11} {'c':>5} {'acc':>5} | {cols} | {'best γ':>6} {'speedup':>7} {'vs HF':>6} | same"
         print(header)
         print("-" * len(header))
         hf_cells = " ".join(f"{hf_med[g]:6.2f}" for g in gammas)
         print(f"{'HF assisted':<11} {'':>5} {'':>5} | {hf_cells} | {hf_best:>6} {hf_med[hf_best] / base:7.2f} "
               f"{1.0:6.2f} |")
-        for h in heads:
-            med = {g: _med(tps[h][g]) for g in gammas}
+        for d in drafts:
+            med = {g: _med(tps[d][g]) for g in gammas}
             best = max(gammas, key=med.get)
-            label = "full" if h == 0 else (f"{h // 1024}k" if h % 1024 == 0 else str(h))
             cells = " ".join(f"{med[g]:6.2f}" for g in gammas)
-            print(f"{label:<11} {_med(c[h]):5.3f} {_med(acc[h]):5.2f} | {cells} | {best:>6} {med[best] / base:7.2f} "
-                  f"{med[best] / hf_med[hf_best]:6.2f} | {'yes' if same[h] else 'NO'}", flush=True)
+            print(f"{_head_label(*d):<11} {_med(c[d]):5.3f} {_med(acc[d]):5.2f} | {cells} | {best:>6} "
+                  f"{med[best] / base:7.2f} {med[best] / hf_med[hf_best]:6.2f} | {'yes' if same[d] else 'NO'}",
+                  flush=True)
         print()
 
 

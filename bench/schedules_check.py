@@ -2,8 +2,9 @@
 
 For each prompt and gamma: one real greedy speculative run, then its serial replay
 (specviz.schedules.serial) with this machine's measured forward-pass costs
-(specviz.costs.load_or_measure: measured once per pair, device and dtype, then cached)
-and the run's own prefills and bookkeeping. The rounds must match exactly (the same
+(specviz.costs.load_or_measure at the run's mean context, parallel.replay_context:
+measured once per pair, device, dtype and context, then cached) and the run's own
+prefills and bookkeeping. The rounds must match exactly (the same
 proposals, acceptances and emitted tokens, round by round) and the wall time agree
 within 10%. The PEARL and SSD replays of the same run are printed beside it.
 
@@ -39,10 +40,10 @@ def main() -> None:
     args = ap.parse_args()
 
     pair = load_pair(args.pair, dtype=args.dtype)
-    rows, meta = C.load_or_measure(pair, context_length=min(300, pair.context_length - 64), refresh=args.refresh)
-    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}; forward costs "
-          f"{'from the cache' if meta['cached'] else 'measured now'} ({meta['measured_at']})\n")
-    head = (f"{'prompt':<6} {'γ':>2} | {'rounds':>6} {'sim':>4} {'same':>4} | {'real ms':>8} {'sim ms':>8} "
+    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}; forward costs at each "
+          f"run's mean context ({'measured now' if args.refresh else 'from the cache where there'})\n")
+    measured: dict[int, tuple] = {}  # context -> (rows, meta), measured at most once per context here
+    head = (f"{'prompt':<6} {'γ':>2} {'ctx':>4} | {'rounds':>6} {'sim':>4} {'same':>4} | {'real ms':>8} {'sim ms':>8} "
             f"{'error':>6} | {'serial':>6} {'PEARL':>6} {'SSD':>6} tok/s (sim) | SSD hits")
     print(head)
     print("-" * len(head))
@@ -51,18 +52,23 @@ def main() -> None:
         for g in args.gammas:
             trace = speculative(pair, RunConfig(prompt=PROMPTS[name], gamma=g,
                                                 max_new_tokens=args.max_new_tokens)).run()
-            own = C.from_trace(trace)
-            model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+            ctx = parallel.replay_context(trace, pair.context_length)
+            if ctx not in measured:
+                measured[ctx] = C.load_or_measure(pair, context_length=ctx, refresh=args.refresh)
+            model = parallel.costs_for(trace, measured[ctx])
             check = parallel.check_serial(trace, model)
             res = parallel.replay(trace, model, parallel.settings_for(trace))
             failures += not check.ok
-            print(f"{name:<6} {g:>2} | {check.real_rounds:6d} {check.sim_rounds:4d} "
+            print(f"{name:<6} {g:>2} {ctx:>4} | {check.real_rounds:6d} {check.sim_rounds:4d} "
                   f"{'yes' if check.rounds_match else 'NO':>4} | {check.real_wall_ms:8.0f} "
                   f"{check.sim_wall_ms:8.0f} {check.wall_error:+6.1%} | {res['serial'].tokens_per_second:6.2f} "
                   f"{res['pearl'].tokens_per_second:6.2f} {res['ssd'].tokens_per_second:6.2f}             | "
                   f"{res['ssd'].hit_rate:.0%}", flush=True)
     print(f"\n{failures} of {len(args.prompts) * len(args.gammas)} cells outside the check "
           f"(rounds must match; wall within ±{parallel.WALL_TOLERANCE:.0%})")
+    for ctx, (_, meta) in sorted(measured.items()):
+        busy = f"; other heavy work meanwhile: {meta['contention']}" if meta.get("contention") else ""
+        print(f"costs at context {ctx}: {'cached' if meta['cached'] else 'measured'} {meta['measured_at']}{busy}")
 
 
 if __name__ == "__main__":

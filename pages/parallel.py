@@ -2,10 +2,13 @@
 
 import streamlit as st
 
+from specviz import BadInput
+from specviz import costs as C
 from specviz import figures as F
 from specviz import parallel, ui
 from specviz.metrics import fmt_ms, fmt_pct
 from specviz.schedules import FANOUT_MODES
+from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
 
 ui.page_chrome()
@@ -38,8 +41,28 @@ if (why := parallel.why_not_replayable(trace)) is not None:
     st.stop()
 
 # --- costs and settings ----------------------------------------------------------------------
-costs, costs_note = ui.schedule_costs(trace)
+costs, costs_note, measured = ui.schedule_costs(trace)
 cfg = trace.config
+if not measured:
+    pair = ui.loaded_pair()
+    same = pair is not None and (pair.draft_name, pair.target_name, str(pair.device), pair.dtype) == (
+        cfg.draft, cfg.target, cfg.device, cfg.dtype)
+    ctx = parallel.replay_context(trace)
+    if same and st.button(_("Measure this machine's costs at {ctx} tokens of context").format(ctx=ctx),
+                          key="parallel_measure", icon=":material/timer:",
+                          help=_("Times every verify pass (1 to 33 new tokens) and the draft at batch 1 to 32 "
+                                 "over this run's mean context. About a minute on a CPU; live runs wait "
+                                 "meanwhile. Kept for later runs of the same length.")):
+        bar = st.progress(0.0, text=_("Waiting for the models…"))
+        try:
+            with ENGINE_LOCK:  # no live round is timed meanwhile, nor the reverse
+                C.load_or_measure(pair, context_length=ctx, progress=lambda f, m: bar.progress(
+                    min(max(f, 0.0), 1.0), text=_("Measuring forward passes: {pct}%").format(pct=int(100 * f))))
+            bar.empty()
+            costs, costs_note, measured = ui.schedule_costs(trace)
+        except BadInput as exc:
+            bar.empty()
+            st.error(_("The costs cannot be measured: ") + str(exc), icon=":material/error:")
 with st.sidebar:
     st.slider(_("γ · draft length"), 1, 16, value=min(cfg.gamma, 16), key="parallel_gamma")
     st.select_slider(_("SSD fan-out (branches per outcome)"), list(range(1, 9)), value=2, key="parallel_fanout")

@@ -92,12 +92,15 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     """How a run drafts, samples and stops: choices from the engine's registries."""
     from specviz.draft_head import SIZES
     from specviz.drafters import DRAFTERS, POLICIES
+    from specviz.quant import QUANTS
 
     p.add_argument("--policy", default="constant", choices=list(POLICIES))
     p.add_argument("--drafter", default="model", choices=list(DRAFTERS))
     p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
                    help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
                         f"{', '.join(str(n) for n in SIZES)}; 0 = the full head")
+    p.add_argument("--draft-quant", default="none", choices=list(QUANTS),
+                   help="int8: the draft's Linears in dynamic int8 (CPU), a cheaper pass; none: as loaded")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
@@ -192,6 +195,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         policy=args.policy,
         drafter=args.drafter,
         draft_vocab=args.draft_vocab,
+        draft_quant=args.draft_quant,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         top_p=args.top_p,
@@ -274,16 +278,16 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
     if config.temperature > 0:
         raise BadInput("schedules replays greedy runs only: use --temperature 0", "temperature")
     trace = _stream(speculative(pair, config), style, args.quiet)
-    own = C.from_trace(trace)
-    model = own
+    measured = None
     if args.costs == "measured":
         progress, bar = _progress_printer()
         try:
-            rows, meta = C.load_or_measure(pair, progress=lambda f, m: progress(m, f))
+            measured = C.load_or_measure(pair, context_length=parallel.replay_context(trace, pair.context_length),
+                                         progress=lambda f, m: progress(m, f))
         finally:
             if bar is not None:
                 bar.close()
-        model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+    model = parallel.costs_for(trace, measured)
     settings = parallel.settings_for(trace, fanout=args.fanout, fanout_mode=args.fanout_mode)
     results = parallel.replay(trace, model, settings)
     check = parallel.check_serial(trace, model)
@@ -453,7 +457,8 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
         prompts = S.check_prompts(args.prompt)
         repeats = S.check_repeats(args.repeats)
         base = RunConfig(prompt=prompts[0], chat=not args.raw, gamma=gammas[-1], policy=args.policy,
-                         drafter=args.drafter, draft_vocab=args.draft_vocab, max_new_tokens=args.max_new_tokens,
+                         drafter=args.drafter, draft_vocab=args.draft_vocab, draft_quant=args.draft_quant,
+                         max_new_tokens=args.max_new_tokens,
                          temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                          stop=list(args.stop))
         check_settings(base)  # fail on bad settings before a minute of model loading

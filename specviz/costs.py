@@ -532,6 +532,22 @@ def cached(draft: str, target: str, device: str, dtype: str, context_length: int
     return data["rows"], meta
 
 
+CONTEXT_STEP = 32  # a replay's costs are measured at its run's mean context, to this step
+
+
+def run_context(prompt_tokens: int, output_tokens: int, pair_context: int | None = None) -> int:
+    """The context a run's replay is timed at: the mean context of its passes, prompt +
+    output / 2 tokens, to the nearest CONTEXT_STEP (at least one step), and small enough
+    that the pair holds it plus LATENCY_GRID's largest pass. A pass over a 300-token
+    context costs up to a quarter more than one over 60 tokens on a CPU, so costs measured
+    at a fixed context misjudge short runs (issue #7's serial check)."""
+    mean = prompt_tokens + output_tokens / 2
+    ctx = max(CONTEXT_STEP, CONTEXT_STEP * round(mean / CONTEXT_STEP))
+    if pair_context is not None:
+        ctx = curve_context_length(pair_context, LATENCY_GRID, ctx)
+    return ctx
+
+
 # --- the verify-cost curve: a sparse grid, its context, a cached curve --------------
 
 SPARSE_CURVE_TOKENS = (1, 2, 4, 8, 16, 32)

@@ -82,7 +82,7 @@ def kept_ids(ranks: list[int], n: int, always: list[int], vocab_size: int) -> to
 class CutHead:
     """The draft's LM head restricted to ``ids``: logits over the kept ids only."""
 
-    def __init__(self, model: torch.nn.Module, ids: torch.Tensor):
+    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, int8: bool = False):
         head = model.get_output_embeddings()
         if getattr(head, "bias", None) is not None:
             raise BadInput("a cut draft head needs an LM head without bias", "draft_vocab")
@@ -90,12 +90,19 @@ class CutHead:
         self.ids = ids.to(head.weight.device)
         with torch.no_grad():
             self.weight = head.weight.index_select(0, self.ids).clone()
+        if int8:  # the kept rows as a dynamic int8 linear, for the int8 draft body (quant.py)
+            from specviz.quant import int8_linear
+
+            self.linear = int8_linear(self.weight)
+            self.weight = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [T, H] -> logits [T, N] over the kept ids."""
+        if self.weight is None:
+            return self.linear(hidden)
         return hidden @ self.weight.T
 
     def spread(self, rows: torch.Tensor) -> torch.Tensor:

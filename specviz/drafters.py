@@ -152,10 +152,10 @@ DRAFTERS = {"model": ModelDrafter, "ngram": NgramDrafter}
 
 def make_drafter(pair, config, sampling: Sampling, gen: torch.Generator, clock: Clock) -> Drafter:
     """The drafter ``config.drafter`` names, set up for ``pair``: the draft model with
-    its own cache (and its head cut to ``config.draft_vocab`` ids when that is > 0),
-    or the n-gram prompt lookup."""
+    its own cache (int8 when ``config.draft_quant`` says so; its head cut to
+    ``config.draft_vocab`` ids when that is > 0), or the n-gram prompt lookup."""
     cls = DRAFTERS[config.drafter]
     if cls.name == "ngram":
         return cls(pair.target.config.vocab_size, clock)
-    head = pair.cut_head(config.draft_vocab) if config.draft_vocab else None
-    return cls(KVModel(pair.draft, pair.device, head), sampling, gen, clock)
+    head = pair.cut_head(config.draft_vocab, config.draft_quant) if config.draft_vocab else None
+    return cls(KVModel(pair.draft_model(config.draft_quant), pair.device, head), sampling, gen, clock)

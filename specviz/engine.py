@@ -78,11 +78,11 @@ def accept(logits: torch.Tensor, prop: Proposal, sampling: Sampling, gen: torch.
 
 
 def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitted: list[int],
-                 text: RunText) -> Round:
+                 text: RunText, inspect: bool = True) -> Round:
     """The Round for a verdict, before its tokens are committed to ``text``: each token's
     text, the draft's and target's probability of each proposal, the target's top-1
-    minus top-2 margin at every verified position up to its own token, and what the
-    p/q inspector shows (``record_candidates``)."""
+    minus top-2 margin at every verified position up to its own token, and (``inspect``)
+    what the p/q inspector shows (``record_candidates``)."""
     n, k = len(prop.tokens), verdict.accepted
     p = verdict.p if verdict.p is not None else verdict.logits.softmax(-1)  # greedy: p at temperature 1
     rnd = Round(index=index, gamma=gamma, proposed=list(prop.tokens), accepted=k,
@@ -96,7 +96,8 @@ def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitt
         rnd.target_probs = p[rows, cols].tolist()
     top2 = p[: k + 1].topk(min(2, p.shape[-1]), dim=-1).values
     rnd.margin = (top2[:, 0] - top2[:, -1]).tolist()
-    record_candidates(rnd, prop, verdict, p, text)
+    if inspect:
+        record_candidates(rnd, prop, verdict, p, text)
     return rnd
 
 
@@ -169,14 +170,15 @@ def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int
                         output_ids: list[int]) -> tuple[list[int], list[list[int]]]:
     """The draft's view of every output position from ONE pass over prompt + output: the
     positions a run had no draft row for (a bonus token's) are filled from it."""
-    head = pair.cut_head(config.draft_vocab) if config.draft_vocab else None
+    head = pair.cut_head(config.draft_vocab, config.draft_quant) if config.draft_vocab else None
+    draft = pair.draft_model(config.draft_quant)
     n = len(output_ids)
     ids = torch.tensor([prompt_ids + output_ids[:-1]], dtype=torch.long, device=pair.device)
     with torch.inference_mode():  # no cache: one pass, thrown away
         if head is None:
-            logits = pair.draft(input_ids=ids, use_cache=False, logits_to_keep=n).logits[0, -n:]
+            logits = draft(input_ids=ids, use_cache=False, logits_to_keep=n).logits[0, -n:]
         else:
-            logits = head.logits(pair.draft.base_model(input_ids=ids, use_cache=False).last_hidden_state[0, -n:])
+            logits = head.logits(draft.base_model(input_ids=ids, use_cache=False).last_hidden_state[0, -n:])
     q = logits.float().cpu().softmax(-1)
     if head is not None:
         q = head.spread(q)
@@ -185,9 +187,13 @@ def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int
 
 class Decoding:
     """A run in progress. Iterate it for Rounds; ``trace`` grows as they come and is
-    summarised when the run ends. ``run()`` drives it to the end and returns the trace."""
+    summarised when the run ends. ``run()`` drives it to the end and returns the trace.
 
-    def __init__(self, pair: ModelPair, config: RunConfig):
+    ``inspect=False`` skips what only the inspector reads (the top-10 candidate rows, the
+    draft's rank of every output token): the decoding and its clock are the same, but a
+    wall clock around the whole call (the benchmark's) no longer pays for that work."""
+
+    def __init__(self, pair: ModelPair, config: RunConfig, inspect: bool = True):
         config = dataclasses.replace(config, stop=list(config.stop))  # the caller's stays as it was
         prompt_ids = check(pair, config)
         self.pair = pair
@@ -196,6 +202,11 @@ class Decoding:
         self.trace = Trace(config=config, prompt_ids=prompt_ids, eos_ids=list(pair.eos_ids))
         self.eos = set(pair.eos_ids)
         self.done = False
+        self.inspect = inspect
+        if config.mode == "speculative" and config.drafter == "model":  # built once per pair, before the clock
+            pair.draft_model(config.draft_quant)
+            if config.draft_vocab:
+                pair.cut_head(config.draft_vocab, config.draft_quant)
         self._gen = self._rounds()
 
     def __iter__(self) -> Iterator[Round]:
@@ -225,7 +236,7 @@ class Decoding:
         text = RunText(pair.tokenizer, trace.prompt_ids)
         ids = list(trace.prompt_ids)
         last: Round | None = None
-        views = cfg.mode == "speculative" and cfg.drafter == "model" and sampling.greedy
+        views = self.inspect and speculative and cfg.drafter == "model" and sampling.greedy
         seen: dict[int, tuple[int, list[int]]] = {}  # output position -> (rank, top) from real rows
         while True:
             left = min(cfg.max_new_tokens - len(trace.output_ids), pair.context_length - len(ids))
@@ -238,7 +249,7 @@ class Decoding:
             sample_event = Event("target", "sample", s0, clock.now(), [verdict.token])
             with clock.off():  # display work: the text of each token, the record, stop strings
                 emitted, stop = self._cut(prop.tokens[: verdict.accepted] + [verdict.token], left, text)
-                rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text)
+                rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text, self.inspect)
                 rnd.emitted_text = text.commit(emitted)
                 if views:
                     at = len(trace.output_ids)
@@ -311,12 +322,12 @@ class Decoding:
         return emitted, stop
 
 
-def autoregressive(pair: ModelPair, config: RunConfig) -> Decoding:
+def autoregressive(pair: ModelPair, config: RunConfig, inspect: bool = True) -> Decoding:
     """The target alone, one forward pass per token. ``config`` is copied, not changed."""
-    return Decoding(pair, dataclasses.replace(config, mode="autoregressive"))
+    return Decoding(pair, dataclasses.replace(config, mode="autoregressive"), inspect)
 
 
-def speculative(pair: ModelPair, config: RunConfig) -> Decoding:
+def speculative(pair: ModelPair, config: RunConfig, inspect: bool = True) -> Decoding:
     """Draft gamma tokens, verify them in one target pass, keep the accepted prefix.
     ``config`` is copied, not changed."""
-    return Decoding(pair, dataclasses.replace(config, mode="speculative"))
+    return Decoding(pair, dataclasses.replace(config, mode="speculative"), inspect)

@@ -30,6 +30,7 @@ from specviz import contention
 from specviz.draft_head import CutHead, kept_ids, shipped_ranks, vocab_fingerprint
 from specviz.errors import BadInput, ModelError
 from specviz.parts import DRAFT, TARGET, Progress, assemble
+from specviz.quant import check_quant, int8_model
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -112,7 +113,8 @@ class ModelPair:
     load_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
     builtin_ranks: list[int] | None = field(default=None, repr=False)  # a ranking made in code (tiny pair)
-    _heads: dict[int, CutHead] = field(default_factory=dict, repr=False)
+    _heads: dict[tuple[int, str], CutHead] = field(default_factory=dict, repr=False)
+    _quantized: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
 
     @property
     def context_length(self) -> int:
@@ -157,12 +159,23 @@ class ModelPair:
             )
         return self._ranks
 
-    def cut_head(self, n: int) -> CutHead:
-        """The draft's LM head cut to the ``n`` most frequent ids (plus EOS), built once."""
-        if n not in self._heads:
+    def cut_head(self, n: int, quant: str = "none") -> CutHead:
+        """The draft's LM head cut to the ``n`` most frequent ids (plus EOS), built once
+        per quantization (``quant.QUANTS``)."""
+        if (n, quant) not in self._heads:
             ids = kept_ids(self.token_ranks(), n, self.eos_ids, self.draft_vocab_size)
-            self._heads[n] = CutHead(self.draft, ids)
-        return self._heads[n]
+            self._heads[n, quant] = CutHead(self.draft, ids, int8=quant == "int8")
+        return self._heads[n, quant]
+
+    def draft_model(self, quant: str = "none") -> torch.nn.Module:
+        """The draft as loaded ("none"), or its int8 copy (quant.py), built once."""
+        if quant == "none":
+            return self.draft
+        check_quant(quant, self.device)
+        if quant not in self._quantized:
+            with contention.heavy("quantizing the draft to int8"):
+                self._quantized[quant] = int8_model(self.draft)
+        return self._quantized[quant]
 
     def memory_bytes(self) -> int:
         """Bytes held by the weights of both models."""

@@ -94,6 +94,9 @@ def _refuse(config: RunConfig) -> None:
         raise BadInput("the overlapped PEARL run needs the model drafter (a draft model to overlap)", "drafter")
     if config.draft_vocab:
         raise BadInput("the overlapped PEARL run uses the draft's full head: set draft vocabulary 0", "draft_vocab")
+    if config.draft_quant != "none":
+        raise BadInput("the overlapped PEARL run uses the draft as loaded: set draft quantization none",
+                       "draft_quant")
     if config.policy != "constant":
         raise BadInput("PEARL drafts a constant gamma (its modes adapt the length): use policy constant", "policy")
     if config.stop:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz import costs as C
 from specviz import schedules
 from specviz.costs import LatencyModel
 from specviz.errors import BadInput
@@ -57,6 +58,33 @@ def replay(trace: Trace, costs: LatencyModel, settings: schedules.Settings) -> d
         raise BadInput(f"this run cannot be replayed under other schedules: {NOT_REPLAYABLE[why]}", "trace")
     return schedules.simulate_all(trace.draft_ranks, trace.draft_top, trace.output_ids, costs, settings,
                                   config=trace.config, prompt_ids=trace.prompt_ids)
+
+
+def replay_context(trace: Trace, pair_context: int | None = None) -> int:
+    """The context (tokens) the forward-pass costs of ``trace``'s replay are measured at."""
+    return C.run_context(len(trace.prompt_ids), len(trace.output_ids), pair_context)
+
+
+def own_draft(trace: Trace) -> bool:
+    """Whether the run's draft differs from the pair's plain draft (a cut head, int8 weights):
+    then measured draft passes do not apply, and the run's own are used."""
+    cfg = trace.config
+    return bool(cfg.draft_vocab) or cfg.draft_quant != "none"
+
+
+def costs_for(trace: Trace, measured: tuple[list, dict] | None) -> LatencyModel:
+    """The costs to replay ``trace`` with: the ``measured`` forward passes (rows, meta, from
+    ``costs.load_or_measure`` or ``costs.cached`` at ``replay_context``) with the run's own
+    prefills and bookkeeping, and the run's own draft pass where its draft is not the plain
+    one (``own_draft``); without ``measured``, everything from the run (``costs.from_trace``)."""
+    own = C.from_trace(trace)
+    if measured is None:
+        return own
+    rows, meta = measured
+    model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+    if own_draft(trace):
+        model.draft_ms = dict(own.draft_ms)
+    return model
 
 
 def target_alone_ms(costs: LatencyModel, n: int) -> float:

@@ -139,6 +139,7 @@ class RunConfig:
     drafter: str = "model"
     policy: str = "constant"
     draft_vocab: int = 0  # > 0: the draft's head cut to this many most frequent ids (FR-Spec)
+    draft_quant: str = "none"  # "int8": the draft's Linears dynamic int8 (quant.py)
 
 
 @dataclass

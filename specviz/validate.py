@@ -12,6 +12,7 @@ from __future__ import annotations
 from specviz.acceptance import check_sampling
 from specviz.drafters import DRAFTERS, MAX_GAMMA, POLICIES
 from specviz.errors import BadInput
+from specviz.quant import check_quant
 from specviz.trace import RunConfig
 
 MAX_NEW_TOKENS = 4096
@@ -59,6 +60,9 @@ def check_settings(config: RunConfig) -> None:
     if config.draft_vocab and config.drafter != "model":
         raise BadInput("a cut draft vocabulary needs the model drafter (an n-gram lookup has no head)",
                        "draft_vocab")
+    check_quant(config.draft_quant)
+    if config.draft_quant != "none" and config.drafter != "model":
+        raise BadInput("an int8 draft needs the model drafter (an n-gram lookup has no weights)", "draft_quant")
 
 
 def encode_prompt(tokenizer, prompt: str, chat: bool) -> list[int]:
@@ -90,4 +94,6 @@ def check(pair, config: RunConfig) -> list[int]:
                 "use 0 for the full head", "draft_vocab",
             )
         pair.token_ranks()  # raises BadInput when no frequency ranking fits this tokenizer
+    if config.mode == "speculative":
+        check_quant(config.draft_quant, pair.device)
     return prompt_ids

@@ -55,3 +55,40 @@ def test_what_cannot_be_replayed_says_why(tiny_pair, which, why):
     assert why in parallel.NOT_REPLAYABLE
     with pytest.raises(BadInput, match="cannot be replayed"):
         parallel.replay(trace, costs.LatencyModel({1: 1.0}, {1: 1.0}), parallel.settings_for(trace))
+
+
+def test_the_replay_context_is_the_runs_mean_context_to_a_step():
+    assert costs.CONTEXT_STEP == 32
+    assert costs.run_context(40, 64) == 64  # a mean of 40 + 32 = 72 tokens
+    assert costs.run_context(40, 120) == 96  # 100
+    assert costs.run_context(0, 0) == 32  # never below one step
+    assert costs.run_context(1000, 0) == 992
+    # the pair's context bounds it: the largest timed pass (33 tokens) must still fit
+    assert costs.run_context(250, 0, pair_context=256) == 256 - max(k for _, _, k in costs.LATENCY_GRID)
+
+
+def test_costs_for_a_run_take_the_measured_passes_at_its_context(tiny_pair):
+    trace = run_sd(tiny_pair, prompt="Hello world", gamma=3, max_new_tokens=32)
+    own = costs.from_trace(trace)
+    assert parallel.costs_for(trace, None).verify_ms == own.verify_ms
+    rows = [{"model": "draft", "batch": b, "tokens": 1, "ms": 3.0 * b} for b in (1, 2, 4)]
+    rows += [{"model": "target", "batch": 1, "tokens": k, "ms": 20.0 + k} for k in range(1, 34)]
+    meta = {"context_length": parallel.replay_context(trace), "measured_at": "then"}
+    model = parallel.costs_for(trace, (rows, meta))
+    assert model.source == "measured" and model.context_length == meta["context_length"]
+    assert model.verify(4) == 24.0 and model.draft(2) == 6.0
+    # prefills and bookkeeping are not passes over a fixed context: they are the run's own
+    assert (model.draft_prefill_ms, model.target_prefill_ms, model.overhead_ms) == (
+        own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms)
+
+
+@pytest.mark.parametrize("kw", [dict(draft_vocab=24), dict(draft_quant="int8")])
+def test_a_run_with_another_draft_keeps_its_own_draft_passes(tiny_pair, kw):
+    """Measured draft passes are the plain draft's: a cut head or an int8 draft costs what the run says."""
+    trace = run_sd(tiny_pair, prompt="Hello world", gamma=3, max_new_tokens=32, **kw)
+    assert parallel.own_draft(trace)
+    rows = [{"model": "draft", "batch": 1, "tokens": 1, "ms": 999.0},
+            {"model": "target", "batch": 1, "tokens": 1, "ms": 20.0}]
+    model = parallel.costs_for(trace, (rows, {}))
+    assert model.draft(1) == costs.from_trace(trace).draft(1) != 999.0
+    assert model.verify(1) == 20.0

@@ -14,8 +14,16 @@ from specviz.i18n import N_, Translator
 from specviz.metrics import DASH, HISTORY_METRICS, METRICS, live_summary, percent
 from specviz.trace import Trace
 
-CONFIG_COLUMNS = ("run", "pair", "example", "gamma", "temperature", "top_p", "max new tokens", "seed")
+CONFIG_COLUMNS = ("run", "pair", "example", "draft", "gamma", "temperature", "top_p", "max new tokens", "seed")
 HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS), "identical", "baseline")
+
+
+def draft_label(cfg) -> str:
+    """The draft as a run used it: its head ("full" or "32k", FR-Spec) and, when not as
+    loaded, its weights ("int8")."""
+    n = cfg.draft_vocab
+    head = "full" if not n else (f"{n // 1024}k" if n % 1024 == 0 else str(n))
+    return head if cfg.draft_quant == "none" else f"{head} · {cfg.draft_quant}"
 
 
 def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | None = None,
@@ -34,6 +42,7 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
         "run": run,
         "pair": f"{cfg.draft} → {cfg.target}",
         "example": example,
+        "draft": "" if cfg.mode != "speculative" else draft_label(cfg),
         "gamma": cfg.gamma,
         "temperature": cfg.temperature,
         "top_p": cfg.top_p,
@@ -64,15 +73,17 @@ def _metric_column(key: str, width: int, bar: bool = False) -> Column:
 
 TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
     Column("run", "#", 40, N_("Run number")),
-    Column("example", N_("Example"), 92, N_("The example prompt, or custom")),
+    Column("example", N_("Example"), 88, N_("The example prompt, or custom")),
+    Column("draft", N_("Draft"), 76, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
+                                        "weights (int8 when quantized)")),
     Column("gamma", "γ", 40, N_("Draft length")),
-    Column("temperature", N_("Temp"), 56, N_("Sampling temperature (0 = greedy)")),
+    Column("temperature", N_("Temp"), 52, N_("Sampling temperature (0 = greedy)")),
     _metric_column("tokens_per_second", 88),
-    _metric_column("acceptance_rate", 112, bar=True),
-    _metric_column("mean_acceptance_length", 116),
+    _metric_column("acceptance_rate", 96, bar=True),
+    _metric_column("mean_acceptance_length", 96),
     _metric_column("speedup", 80),
-    Column("identical", N_("Identical"), 84, N_("Identical to the target-alone output")),
-    Column("baseline", N_("Baseline"), 150, N_("The target-alone run: measured for this run, or reused from an "
+    Column("identical", N_("Identical"), 76, N_("Identical to the target-alone output")),
+    Column("baseline", N_("Baseline"), 126, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),
 )
 _METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}
@@ -102,6 +113,8 @@ def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
         return tr(N_("yes")) if value else tr(N_("no"))
     if key == "temperature":
         return f"{value:g}"
+    if key == "draft":
+        return tr(N_("full")) + value[4:] if value.startswith("full") else value
     if key == "example":
         return tr(value)  # the example's name (marked in specviz.ui.chrome), or "custom"
     if key == "baseline":

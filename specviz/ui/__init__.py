@@ -14,7 +14,7 @@ rounds never touches the timings shown: they are the real ones.
 from specviz.ui.chrome import EXAMPLES, SHORTCUTS, SPEEDS, keep_choices, page_chrome, recorded_traces, translator
 from specviz.ui.controller import handle_command, play, render_state, step
 from specviz.ui.history import history_section
-from specviz.ui.pair import require_pair, sidebar_pair
+from specviz.ui.pair import loaded_pair, require_pair, sidebar_pair
 from specviz.ui.replay import load_trace_file, render_replay, replay_play
 from specviz.ui.sources import load_source, replay_sources, schedule_costs
 from specviz.drafters import MAX_GAMMA
@@ -60,6 +60,7 @@ __all__ = [
     "replay_play",
     "replay_sources",
     "schedule_costs",
+    "loaded_pair",
     "require_pair",
     "set_cmd",
     "sidebar_pair",

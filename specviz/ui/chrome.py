@@ -41,6 +41,7 @@ DEFAULTS = {
     "race": True,
     "reuse_baseline": False,
     "draft_vocab": 0,
+    "draft_int8": False,
     "speed": "Normal",
 }
 

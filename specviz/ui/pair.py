@@ -156,6 +156,12 @@ def _install_command(message: str) -> str | None:
     return None
 
 
+def loaded_pair() -> ModelPair | None:
+    """The chosen pair if it is loaded already, else None (never loads, never waits)."""
+    loader = _loader(*pair_key())
+    return loader.pair if loader.done and loader.error is None else None
+
+
 def require_pair() -> ModelPair | None:
     """The chosen pair, loading it (with progress) if needed. Where it cannot be loaded,
     say why and how to fix it, offer the tiny pair, and return None."""

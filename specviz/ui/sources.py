@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from specviz import BadInput, Trace
+from specviz import BadInput, Trace, parallel
 from specviz import costs as C
 from specviz.ui.chrome import recorded_traces
 from specviz.ui.lang import _
@@ -38,19 +38,23 @@ def load_source(sources: dict, label: str | None) -> tuple[Trace | None, str | N
         return None, _("That run cannot be read: ") + str(exc)
 
 
-def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str]:
-    """The costs to replay ``trace`` with, and a sentence saying where they come from: the
-    forward-pass curves measured on this machine for the run's pair, device and dtype when
-    they are cached, with the run's own prefills and bookkeeping; else all from the run."""
-    own = C.from_trace(trace)
+def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str, bool]:
+    """The costs to replay ``trace`` with, a sentence saying where they come from, and
+    whether they are this machine's measured passes: those measured for the run's pair,
+    device and dtype at the run's own context (``parallel.replay_context``) when cached,
+    with the run's own prefills and bookkeeping; else all from the run."""
     cfg = trace.config
-    found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype)
+    ctx = parallel.replay_context(trace)
+    found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype, context_length=ctx)
+    model = parallel.costs_for(trace, found)
     if found is None:
-        return own, _("Costs read off the run itself (its mean passes); batched draft passes for SSD's "
-                      "branches are taken as B single passes, an upper bound, until this machine's costs "
-                      "are measured (`specviz schedules` measures them once and keeps them).")
-    rows, meta = found
-    model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
-    return model, _("Forward-pass costs measured on this machine on {when} ({device}, {dtype}); prefills and "
-                    "bookkeeping from the run.").format(when=meta.get("measured_at", "?"), device=cfg.device,
-                                                         dtype=cfg.dtype)
+        return model, _("Costs read off the run itself (its mean passes); batched draft passes for SSD's "
+                        "branches are taken as B single passes, an upper bound, until this machine's costs "
+                        "are measured at the run's context of {ctx} tokens.").format(ctx=ctx), False
+    note = _("Forward-pass costs measured on this machine on {when} ({device}, {dtype}, a context of {ctx} "
+             "tokens, the run's mean); prefills and bookkeeping from the run.").format(
+        when=found[1].get("measured_at", "?"), device=cfg.device, dtype=cfg.dtype, ctx=ctx)
+    if parallel.own_draft(trace):
+        note += " " + _("The draft's passes are the run's own: its draft (a cut head or int8 weights) is not "
+                        "the one measured.")
+    return model, note, True

@@ -105,13 +105,14 @@ def read_config() -> RunConfig:
         seed=ss.get("seed", 0),
         max_new_tokens=ss.get("max_new_tokens", DEFAULTS["max_new_tokens"]),
         draft_vocab=ss.get("draft_vocab", 0),
+        draft_quant="int8" if ss.get("draft_int8") else "none",
         chat=True,
     )
 
 
 def signature(cfg: RunConfig) -> tuple:
     return (pair_key(), cfg.prompt, cfg.gamma, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed,
-            cfg.draft_vocab)
+            cfg.draft_vocab, cfg.draft_quant)
 
 
 SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k", "seed"})
@@ -122,6 +123,8 @@ def field_of(exc: BadInput) -> str:
     sampling, general."""
     if exc.field in ("prompt", "gamma", "max_new_tokens", "draft_vocab"):
         return exc.field
+    if exc.field == "draft_quant":
+        return "draft_vocab"  # one slot under the draft's two settings
     return "sampling" if exc.field in SAMPLING_FIELDS else "general"
 
 
@@ -143,6 +146,8 @@ BAD_INPUT_TEMPLATES = (
     N_("temperature must be at most 100; got {value}"),
     N_("top-p must be in (0, 1]; got {value}"),
     N_("draft vocabulary {n} is not smaller than the draft's {vocab} tokens: use 0 for the full head"),
+    N_("the int8 draft runs on the CPU only (PyTorch's dynamic int8 kernels): use draft quantization none on "
+       "this device"),
     N_("no token frequency ranking ships for this pair's tokenizer, so its draft head cannot be cut: use draft "
        "vocabulary 0, or build a ranking with tools/build_token_ranks.py (docs/token-ranks.md)"),
 )

@@ -1,0 +1,107 @@
+"""The int8 draft (``--draft-quant int8``, specviz.quant): a cheaper draft pass that never
+changes the output.
+
+Greedy: the output equals the target's own. Sampling: the tokens follow the target's
+distribution exactly (chi-square against exact probabilities), because the acceptance
+rule uses the q the int8 draft really sampled from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from conftest import make_config, run_ar, run_sd
+from specviz import BadInput, speculative
+from specviz.acceptance import Sampling
+from specviz.kv import KVModel
+from specviz.quant import QUANTS, check_quant
+from specviz.validate import encode_prompt
+from test_draft_head import first_two_or_eos
+from test_sampling import P_MIN, chi2_fit, exact_first_two
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def test_the_int8_copy_is_quantized_once_and_leaves_the_draft_as_it_was(tiny_pair):
+    before = {k: v.clone() for k, v in tiny_pair.draft.state_dict().items()}
+    q = tiny_pair.draft_model("int8")
+    assert q is tiny_pair.draft_model("int8") and q is not tiny_pair.draft
+    assert tiny_pair.draft_model("none") is tiny_pair.draft
+    linears = [m for m in q.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+    assert len(linears) == 1 + 7 * tiny_pair.draft.config.num_hidden_layers  # q k v o gate up down, the LM head
+    assert not any(type(m) is torch.nn.Linear for m in q.modules())
+    after = tiny_pair.draft.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_int8_logits_are_close_to_the_drafts_but_not_the_same(tiny_pair):
+    ids = encode_prompt(tiny_pair.tokenizer, "Hello world", chat=True)
+    full = KVModel(tiny_pair.draft, tiny_pair.device).forward(ids, 4)
+    q = KVModel(tiny_pair.draft_model("int8"), tiny_pair.device).forward(ids, 4)
+    assert q.shape == full.shape
+    assert not torch.equal(q, full), "quantization changed nothing: the tests below would prove nothing"
+    spread = (full.max() - full.min()).item()
+    assert (q - full).abs().max().item() < 0.1 * spread
+
+
+@pytest.mark.parametrize("n", [0, 24])
+@pytest.mark.parametrize("gamma", [1, 4])
+@pytest.mark.parametrize("prompt", ["Hello world", "The quick brown fox jumps"])
+def test_greedy_output_is_the_targets_own(tiny_pair, n, gamma, prompt):
+    ar = run_ar(tiny_pair, prompt=prompt, max_new_tokens=40)
+    sd = run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=40, draft_vocab=n, draft_quant="int8")
+    assert sd.output_ids == ar.output_ids
+    assert sd.config.draft_quant == "int8"
+    if n:
+        kept = set(tiny_pair.cut_head(n, "int8").ids.tolist())
+        assert {t for r in sd.rounds for t in r.proposed} <= kept
+
+
+def test_int8_changes_the_drafts_probabilities(tiny_pair):
+    full = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=24)
+    q = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=24, draft_quant="int8")
+    assert [r.draft_probs for r in full.rounds] != [r.draft_probs for r in q.rounds]
+
+
+def test_sampling_keeps_the_targets_distribution(tiny_pair):
+    """The first two tokens of many seeded runs, against exact P(t1, t2) of the target."""
+    prompt, s, runs = "Hello world", Sampling(1.0, 0, 1.0), 1200
+    eos = set(tiny_pair.eos_ids)
+    expected = Counter()
+    for (t1, t2), v in exact_first_two(tiny_pair, encode_prompt(tiny_pair.tokenizer, prompt, True), s).items():
+        expected[(t1, None) if t1 in eos else (t1, t2)] += v
+    assert math.isclose(sum(expected.values()), 1.0, abs_tol=1e-6)
+    counts, accepted, drafted = Counter(), 0, 0
+    for seed in range(runs):
+        dec = speculative(tiny_pair, make_config(prompt=prompt, gamma=3, max_new_tokens=8, temperature=1.0,
+                                                 seed=seed, draft_quant="int8"))
+        counts[first_two_or_eos(dec)] += 1
+        accepted += dec.trace.rounds[0].accepted
+        drafted += len(dec.trace.rounds[0].proposed)
+    pvalue = chi2_fit(counts, expected, runs)
+    assert pvalue > P_MIN, f"chi-square p = {pvalue:.2e}; most common {counts.most_common(6)}"
+    assert 0 < accepted < drafted
+
+
+def test_bad_quantization_is_refused(tiny_pair):
+    with pytest.raises(BadInput, match="one of none, int8") as exc:
+        speculative(tiny_pair, make_config(draft_quant="int4"))
+    assert exc.value.field == "draft_quant"
+    with pytest.raises(BadInput, match="n-gram"):
+        speculative(tiny_pair, make_config(draft_quant="int8", drafter="ngram"))
+    with pytest.raises(BadInput, match="CPU only"):
+        check_quant("int8", "cuda")
+    for quant in QUANTS:
+        check_quant(quant, "cpu")
+
+
+def test_the_overlapped_pearl_run_refuses_an_int8_draft(tiny_pair):
+    from specviz.overlap import pearl_run
+
+    with pytest.raises(BadInput, match="quantization none") as exc:
+        pearl_run(tiny_pair, make_config(draft_quant="int8"))
+    assert exc.value.field == "draft_quant"
