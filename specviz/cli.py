@@ -1,4 +1,4 @@
-"""Command line: ``specviz generate|compare ...`` (or ``python -m specviz ...``).
+"""Command line: ``specviz generate|compare|validate ...`` (or ``python -m specviz ...``).
 
 Exit codes: 0 ok, 2 bad input (any SpecvizError, or a bad flag), 130 interrupted.
 """
@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="print no rounds, only the summary")
     _cost_curve_parser(sub)
     _sweep_parser(sub)
+    _validate_parser(sub)
     return parser
 
 
@@ -519,11 +520,57 @@ def _sweep_report(result, style: Style, args: argparse.Namespace) -> None:
         _write_json(args.json, result.to_dict())
 
 
+def _validate_parser(sub) -> None:
+    """``specviz validate FILE...``: trace files checked against the trace schema (specviz.trace_schema)."""
+    from specviz.trace_schema import MAX_TRACE_BYTES
+
+    p = sub.add_parser(
+        "validate", help="check trace JSON files against the trace schema",
+        description="Check each trace file as the app reads it: its size (at most "
+                    f"{MAX_TRACE_BYTES // 1024 // 1024} MB), UTF-8, JSON, every field's type and range, no unknown "
+                    "field (assets/trace.schema.json). Exit 0 when every file is a valid trace, 2 otherwise.")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a trace JSON file (one or more)")
+
+
+VALIDATE_SHOWN = 20  # problems printed per file; the rest counted
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """``specviz validate``: one line per valid file; for each bad one, the file and every field at fault."""
+    from specviz.trace_schema import BadTrace, check_file
+
+    bad = 0
+    for path in args.files:
+        try:
+            trace = check_file(path)
+        except KeyboardInterrupt:
+            print("specviz: interrupted", file=sys.stderr)
+            return 130
+        except BadTrace as exc:
+            bad += 1
+            problems = [message for _field, message in exc.problems]
+            print(f"{path}: invalid: {problems[0]}")
+            for message in problems[1:VALIDATE_SHOWN]:
+                print(f"  {message}")
+            if len(problems) > VALIDATE_SHOWN:
+                print(f"  … and {len(problems) - VALIDATE_SHOWN} more")
+        except OSError as exc:
+            bad += 1
+            print(f"{path}: cannot be read: {exc.strerror or exc}")
+        else:
+            print(f"{path}: ok ({trace.config.mode}, {len(trace.rounds)} rounds, {len(trace.output_ids)} tokens)")
+    if bad:
+        print(f"specviz: {bad} of {len(args.files)} file(s) are not valid traces", file=sys.stderr)
+    return 2 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     style = Style(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     if args.command == "sweep":
         return _sweep(args, style)
+    if args.command == "validate":
+        return _validate(args)
     from specviz.engine import speculative
     from specviz.validate import check_settings
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specviz.errors import BadInput
 
 SCHEMA_VERSION = 2
 
@@ -184,41 +183,27 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Trace":
-        data = migrate(data)
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise BadInput(
-                f"trace schema_version is {version!r}; this specviz reads version {SCHEMA_VERSION}"
-            )
-        try:
-            config = _build(RunConfig, data["config"])
-            rounds = [
-                _build(Round, {**r, "events": [_build(Event, e) for e in r.get("events", [])]})
-                for r in data.get("rounds", [])
-            ]
-            rest = {k: v for k, v in data.items() if k not in {"config", "rounds"}}
-            return _build(cls, {**rest, "config": config, "rounds": rounds})
-        except (KeyError, TypeError) as exc:
-            raise BadInput(f"not a specviz trace: {exc}") from None
+        """The trace a JSON value holds, checked against the trace schema (specviz.trace_schema;
+        a v1 dict is migrated first): BadInput naming the field at fault (``rounds[3].accepted``)
+        and its value otherwise. The summary is recomputed from the rounds, never read."""
+        from specviz.trace_schema import parse
+
+        return parse(data)
 
     @classmethod
     def from_json(cls, text: str) -> "Trace":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"trace is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise BadInput("not a specviz trace: expected a JSON object")
-        return cls.from_dict(data)
+        """``from_dict`` of JSON text (BadInput when too big or not JSON)."""
+        from specviz.trace_schema import parse, parse_json
+
+        return parse(parse_json(text))
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        """``from_json`` of a file, its size checked before it is read (BadInput when too big or not
+        UTF-8; OSError when it cannot be read)."""
+        from specviz.trace_schema import check_file
 
-
-def _build(cls, data: dict[str, Any]):
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
+        return check_file(path)
 
 
 def _median(values: list[float]) -> float | None:

@@ -13,6 +13,7 @@ import streamlit as st
 
 from specviz import BadInput, Trace
 from specviz import figures as F
+from specviz import trace_schema
 from specviz.trace import trace_upto
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
@@ -20,13 +21,12 @@ from specviz.ui.view import RunView, animate_round
 
 
 def load_trace_file(data: bytes | str) -> Trace:
-    """A Trace from JSON bytes or text (BadInput with a readable message otherwise)."""
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadInput(_("the file is not UTF-8 text: a specviz trace is a JSON file")) from None
-    return Trace.from_json(data)
+    """A Trace from JSON bytes or text, checked against the trace schema (specviz.trace_schema);
+    otherwise a BadInput in the page's language naming the field at fault and its value."""
+    try:
+        return Trace.from_json(trace_schema.decode(data) if isinstance(data, bytes) else data)
+    except BadInput as exc:
+        raise BadInput(trace_schema.translate(str(exc), _), exc.field) from None
 
 
 def render_replay(view: RunView, trace: Trace, pos: int) -> None:
