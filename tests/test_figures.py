@@ -327,3 +327,73 @@ def test_trace_at_shows_a_round_in_the_middle(sd):
     assert sd.rounds[i].events is rnd.events  # the trace itself is untouched
     with pytest.raises(ValueError):
         trace_at(sd, i, "done")
+
+
+# --- model text is text: escaped for plotly's HTML subset ---------------------------------------
+
+HOSTILE = ["<b>", "<script>window.__xss=1</script>", '<img src=x onerror="window.__xss=1">']
+
+
+def _only_our_markup(text: str, bold: int = 1) -> None:
+    """Plotly draws <b>, <br>, <i>, <a href>, <span style>...: the only tags left in a hover
+    text are the template's own (one bold head, line breaks); a token's show escaped."""
+    assert re.findall(r"<(?!/?b>|br>)[^>]*>?", text) == [], text
+    assert text.count("<b>") == bold, text
+
+
+def test_timeline_hover_escapes_token_text():
+    rnd = _round(index=0, proposed="abc", accepted=1, correction="X")
+    rnd.proposed_text = list(HOSTILE)
+    rnd.correction_text = "<br>&lt;"
+    trace = Trace(RunConfig(), rounds=[rnd], wall_ms=10.0)
+    fig = F.timeline_figure(trace)
+    tips = [t for bar in fig.data if bar.type == "bar" for t in bar.hovertext]
+    for tip in tips:
+        _only_our_markup(tip)
+    hover = " ".join(tips)
+    assert "'&lt;b&gt;'" in hover and "&lt;script&gt;window.__xss=1&lt;/script&gt;" in hover
+    assert "&lt;img src=x onerror=\"window.__xss=1\"&gt;" in hover
+    assert "'&lt;br&gt;&amp;lt;'" in hover  # an entity in a token shows as written too
+    verify = _bars(fig, "Target pass")[0].hovertext[0]
+    assert verify.count("<br>") == 3  # the template's own breaks, not the token's
+
+
+def test_exported_timeline_title_escapes_the_pair():
+    trace = Trace(RunConfig(draft="<i>d</i>", target="t&co"), rounds=[_round()], wall_ms=10.0, output_ids=[1, 2])
+    assert F.export_title(trace).endswith("· <i>d</i> → t&co")  # plain text, for a file's name or title
+    title = F.timeline_export_figure(trace).layout.title.text
+    assert "&lt;i&gt;d&lt;/i&gt; → t&amp;co" in title and "<i>" not in title
+    assert title.startswith("Speculative, γ=")
+
+
+def test_inspector_bars_escape_token_text():
+    from specviz.figures import inspect as FI
+    from specviz.inspect import Candidate, Position
+
+    cands = [Candidate(1, "<b>", 0.5, 0.4), Candidate(2, "<br>", 0.2, 0.5), Candidate(3, "a&b", 0.1, 0.05)]
+    pos = Position(index=0, greedy=True, verdict="rejected", token=1, text="<b>", q=0.5, p=0.4,
+                   target_token=2, target_token_text="<br>", candidates=cands)
+    fig = FI.pq_figure(pos)
+    names = list(fig.data[0].x)
+    assert names == ["&lt;b&gt;", "&lt;br&gt;", "a&amp;b"]
+    assert {a.x for a in fig.layout.annotations} <= set(names)  # the ▼ marks still find their bars
+
+
+def test_sweep_legend_escapes_prompts():
+    from specviz import sweep as S
+    from specviz.figures.sweep import acceptance_vs_gamma_figure, sweep_figure
+
+    prompt = "<b>x</b> [click](http://example.com)"
+
+    def cell(gamma, tps, length=None, draft=None):
+        return S.Cell(prompt=prompt, gamma=gamma, repeat=0, tokens_per_second=tps, new_tokens=8, rounds=4,
+                      wall_ms=1000 * 8 / tps, seconds=0.1, mean_acceptance_length=length,
+                      acceptance_rate=None if length is None else (length - 1) / gamma,
+                      cost_ratio_c=None if draft is None else draft / 10.0, draft_ms=draft, target_ms=10.0)
+
+    r = S.aggregate(S.SweepResult(prompts=[prompt], gammas=[2], repeats=1, max_new_tokens=8,
+                                  cells=[cell(0, 10.0), cell(2, 15.0, 2.5, draft=3.0)]))
+    for fig in (sweep_figure(r), acceptance_vs_gamma_figure(r)):
+        for t in fig.data:
+            assert "<b>x" not in (t.name or "") and "<b>x" not in (t.hovertemplate or "")
+        assert any((t.name or "").startswith("&lt;b&gt;x&lt;/b&gt; [click]") for t in fig.data)

@@ -10,6 +10,9 @@ names live in small modules:
 * ``history``   the run-history rows and the table as shown
 * ``palette``   the colours
 
+Model and file text (tokens, prompts, model names) is HTML-escaped before it goes into
+plotly, which draws a subset of HTML in hover text, labels and titles.
+
 The numbers are formatted by ``specviz.metrics`` (re-exported here: fmt_ms, fmt_pct,
 fmt_num, live_summary); the marks come from ``specviz.marks``.
 """
@@ -28,8 +31,11 @@ from specviz.figures.schedules import schedules_figure
 from specviz.figures.timeline import (
     add_timeline,
     busy_intervals,
+    esc,
+    export_title,
     idle_intervals,
     race_figure,
+    timeline_export_figure,
     timeline_figure,
 )
 from specviz.marks import target_label
@@ -41,6 +47,8 @@ __all__ = [
     "acceptance_figure",
     "add_timeline",
     "busy_intervals",
+    "esc",
+    "export_title",
     "fmt_ms",
     "fmt_num",
     "fmt_pct",
@@ -56,6 +64,7 @@ __all__ = [
     "round_html",
     "schedules_figure",
     "target_label",
+    "timeline_export_figure",
     "timeline_figure",
     "token_strip_html",
     "visible",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import plotly.graph_objects as go
@@ -50,8 +51,14 @@ AR_TPS = METRICS["ar_tokens_per_second"].column
 ACCEPTANCE = METRICS["acceptance_rate"].column
 
 
+def _example_name(example: str, tr: Translator = N_) -> str:
+    """An example prompt's name (marked in specviz.ui.chrome) or "custom", translated and
+    escaped for plotly's HTML subset."""
+    return html.escape(tr(example), quote=False)
+
+
 def _run_points(rows: list[dict[str, Any]], example: str, color: str, tr: Translator = N_) -> go.Scatter:
-    name = tr(example)  # an example prompt's name (marked in specviz.ui.chrome), or "custom"
+    name = _example_name(example, tr)
     return go.Scatter(
         x=[r["gamma"] for r in rows], y=[r[TPS] for r in rows], mode="markers", name=name,
         legendgroup=example, marker=dict(size=13, color=color, line=dict(width=1, color="white")),
@@ -78,7 +85,7 @@ def _baseline_segments(rows: list[dict[str, Any]], example: str, color: str,
         xs += [min(gammas) - AR_HALF_WIDTH, max(gammas) + AR_HALF_WIDTH, None]
         ys += [level, level, None]
         tips += [text("ar_tokens_per_second", level)] * 2 + [None]
-    name = tr(example)
+    name = _example_name(example, tr)
     return go.Scatter(
         x=xs, y=ys, mode="lines", name=f"{tr(AR_LABEL)} · {name}", legendgroup=AR_LABEL, showlegend=False,
         line=dict(color=color, width=2.5, dash="dash"), customdata=tips,

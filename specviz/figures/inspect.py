@@ -9,6 +9,8 @@ than colour: a thick outline, a bold ▼ above it and its name.
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, REJECTED, TARGET
@@ -36,8 +38,9 @@ LABELS = {
 
 
 def _names(cands: list[Candidate]) -> list[str]:
-    """Printable, distinct category names: a text shared by two ids gets the id."""
-    texts = [printable(c.text) for c in cands]
+    """Printable, distinct category names: a text shared by two ids gets the id. HTML-escaped:
+    plotly draws a subset of HTML in tick labels and hover text, and a token is text."""
+    texts = [html.escape(printable(c.text), quote=False) for c in cands]
     return [f"{t} #{c.id}" if texts.count(t) > 1 else t for t, c in zip(texts, cands)]
 
 

@@ -8,6 +8,7 @@ are named by ``labels`` (prompt -> short name) where given.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,12 @@ def prompt_label(prompt: str, labels: dict[str, str] | None = None) -> str:
     return flat if len(flat) <= LABEL_CHARS else flat[: LABEL_CHARS - 1].rstrip() + "…"
 
 
+def _shown_label(prompt: str, labels: dict[str, str] | None = None) -> str:
+    """``prompt_label`` escaped for plotly (which draws a subset of HTML in legends and hover
+    text): a prompt is text, shown as written."""
+    return html.escape(prompt_label(prompt, labels), quote=False)
+
+
 def _colors(result: Any) -> dict[str, str]:
     return {p: SERIES[i % len(SERIES)] for i, p in enumerate(result.prompts)}
 
@@ -58,7 +65,7 @@ def sweep_figure(result: Any, labels: dict[str, str] | None = None, _: Callable[
     tps = _("tok/s")
     for prompt in result.prompts:
         rows = sorted((r for r in result.rows if r["prompt"] == prompt), key=lambda r: r["gamma"])
-        name, color = prompt_label(prompt, labels), colors[prompt]
+        name, color = _shown_label(prompt, labels), colors[prompt]
         base = result.baseline.get(prompt)
         if rows:
             med = [r["tokens_per_second"] for r in rows]
@@ -138,7 +145,7 @@ def acceptance_vs_gamma_figure(result: Any, labels: dict[str, str] | None = None
     for prompt in result.prompts:
         rows = sorted((r for r in result.rows if r["prompt"] == prompt and r["acceptance_rate"] is not None),
                       key=lambda r: r["gamma"])
-        name, color = prompt_label(prompt, labels), colors[prompt]
+        name, color = _shown_label(prompt, labels), colors[prompt]
         if not rows:
             continue
         gs = [r["gamma"] for r in rows]

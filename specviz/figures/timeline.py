@@ -5,10 +5,15 @@ passes as bars, waiting hatched, round starts dotted and labelled, each lane's i
 share by its name. Colours are Okabe-Ito (colour-blind safe). Every text is English
 marked with ``N_``; the functions take a ``tr`` that translates it (the app passes its
 ``_``; the default keeps English).
+
+Plotly draws a subset of HTML in hover text, titles and labels (``<br>``, ``<b>``, links),
+so model text (a token such as ``<br>`` or ``<b>``, a model's name) is HTML-escaped
+(``_tok``, ``esc``) before it goes in: it shows as written.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 
@@ -75,8 +80,18 @@ def _overlap(span: tuple[float, float], others: list[tuple[float, float]]) -> fl
 # --- bars and their hover text ----------------------------------------------------------
 
 
+def esc(text: str) -> str:
+    """Model or file text for plotly: its HTML subset escaped, so ``<b>`` shows as written."""
+    return html.escape(text, quote=False)
+
+
+def _tok(text: str) -> str:
+    """A token's text quoted (repr: whitespace visible), escaped for plotly."""
+    return esc(repr(text))
+
+
 def _tokens_list(pieces: list[str], limit: int = 12) -> str:
-    shown = " ".join(repr(p) for p in pieces[:limit])
+    shown = " ".join(_tok(p) for p in pieces[:limit])
     return shown + (" …" if len(pieces) > limit else "")
 
 
@@ -96,7 +111,7 @@ def _draft_bar(rnd: Round, i: int, e: Event, verified: bool, tr: Translator = N_
         head = tr(N_("round {n} · draft prefill: reads the prompt ({tokens} tokens)")).format(
             n=rnd.index + 1, tokens=len(e.tokens))
         row = "prefill"
-    what = tr(N_("proposes {token} → {verdict}")).format(token=repr(tok), verdict=verdict)
+    what = tr(N_("proposes {token} → {verdict}")).format(token=_tok(tok), verdict=verdict)
     return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>{what}")
 
 
@@ -112,10 +127,10 @@ def _target_bar(rnd: Round, e: Event, autoregressive: bool, tr: Translator = N_)
     if n:
         title = tr(N_("round {n} · verify pass ({positions} positions)")).format(n=rnd.index + 1, positions=n + 1)
         if len(rnd.emitted) > rnd.accepted:
-            own = f"{tr(LABELS[target_label(rnd)])} {rnd.correction_text!r}"
+            own = f"{tr(LABELS[target_label(rnd)])} {_tok(rnd.correction_text)}"
         else:
             own = tr(N_("the output ends after {count}: the target's {token} is not emitted")).format(
-                count=len(rnd.emitted), token=repr(rnd.correction_text))
+                count=len(rnd.emitted), token=_tok(rnd.correction_text))
         checks = (N_("checks 1 draft token {tokens}") if n == 1 else N_("checks {n} draft tokens {tokens}"))
         what = (tr(checks).format(n=n, tokens=_tokens_list(rnd.proposed_text)) + "<br>"
                 + tr(N_("{accepted} accepted, {own}")).format(accepted=rnd.accepted, own=own))
@@ -124,7 +139,7 @@ def _target_bar(rnd: Round, e: Event, autoregressive: bool, tr: Translator = N_)
             title = tr(N_("token {n} · target pass")).format(n=rnd.index + 1)
         else:
             title = tr(N_("round {n} · target pass (no draft)")).format(n=rnd.index + 1)
-        what = tr(N_("emits {token}")).format(token=repr(rnd.correction_text))
+        what = tr(N_("emits {token}")).format(token=_tok(rnd.correction_text))
     row = "target"
     if e.kind == "prefill":
         title += tr(N_(", which also reads the prompt ({tokens} tokens)")).format(tokens=len(e.tokens) - n)
@@ -276,6 +291,36 @@ def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 240,
     add_timeline(fig, trace, tr=tr)
     base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
     fig.update_layout(margin=dict(b=28))
+    return fig
+
+
+def export_title(trace: Trace, tr: Translator = N_) -> str:
+    """A run in one line, for a file (plain text, not escaped): how it ran, γ, its tokens
+    and wall time, and the pair."""
+    s = live_summary(trace)
+    cfg = trace.config
+    if cfg.mode == "speculative":
+        run = tr(N_("Speculative, γ={gamma}: {tokens} tokens in {time}")).format(
+            gamma=cfg.gamma, tokens=s.get("new_tokens", 0), time=fmt_ms(trace.wall_ms))
+        pair = " → ".join(name for name in (cfg.draft, cfg.target) if name)
+    else:
+        run = tr(N_("Autoregressive, target alone: {tokens} tokens in {time}")).format(
+            tokens=s.get("new_tokens", 0), time=fmt_ms(trace.wall_ms))
+        pair = cfg.target
+    return f"{run} · {pair}" if pair else run
+
+
+EXPORT_TEMPLATE = "plotly_white"  # a file carries its own look: no app theme around it
+
+
+def timeline_export_figure(trace: Trace, height: int = 300, tr: Translator = N_) -> go.Figure:
+    """The timeline as a file shows it: ``timeline_figure`` titled with ``export_title``
+    (escaped: a model's name is text, not markup), on a template of its own. In the app the
+    default template is Streamlit's bare one (its page applies the theme), under which the
+    lane names would not get the margin they need."""
+    fig = timeline_figure(trace, height=height, title=esc(export_title(trace, tr)), tr=tr)
+    fig.update_layout(template=EXPORT_TEMPLATE)
+    fig.update_yaxes(automargin=True)
     return fig
 
 

@@ -4,8 +4,9 @@ Each finished run adds a row (the pair, the example prompt used or "custom", γ 
 sampling settings, tok/s, acceptance, speedup against the target alone, whether the
 output was identical, and whether that baseline was measured or reused). The section
 shows them newest first, across the page so no column is cut, with a chart of the runs
-and downloads of the history as CSV (every number as measured) and of the last run's
-full trace as JSON, and a button to clear it all.
+and downloads of the history as CSV (every number as measured) and of the last run (its
+full trace as JSON, its timeline as an offline HTML page and as a PNG), and a button to
+clear it all.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import streamlit as st
 from specviz import figures as F
 from specviz.ui.lang import _
 from specviz.ui.state import LiveState
+from specviz.ui.view import export_buttons
 
 ROW_PX, HEADER_PX, MAX_TABLE_PX = 35, 38, 330
 
@@ -42,10 +44,7 @@ def _downloads(state: LiveState, df: pd.DataFrame) -> None:
                        icon=":material/download:", key="dl_history", width="stretch")
     tr = state.trace
     if tr is not None and state.sd_done:
-        st.download_button(_("Last run JSON"), tr.to_json(indent=1).encode("utf-8"),
-                           f"specviz-run-{state.run_no or 'last'}.json", "application/json",
-                           icon=":material/data_object:", key="dl_trace", width="stretch",
-                           help=_("The full trace: replay it on the Replay page, with no model loaded."))
+        export_buttons(tr, "dl", f"specviz-run-{state.run_no or 'last'}", json_label=_("Last run JSON"))
     st.button(_("Clear"), icon=":material/delete:", on_click=clear_history, key="clear_history", type="tertiary")
 
 

@@ -6,16 +6,20 @@ chart and the race section, and redraws each on its own.
 ``animate_round`` plays one round already computed (or recorded) in slow motion on a
 view; the engine's clock stops while a round is held, so the animation never touches
 the timings shown: they are the real ones.
+``export_buttons`` offers a run as files (trace JSON, timeline HTML and PNG), on the Live
+page and on Replay; ``md_code`` puts model or file text into Markdown as written.
 """
 
 from __future__ import annotations
 
 import html
+import re
 import time
 
 import streamlit as st
 
 from specviz import Trace
+from specviz import exports
 from specviz import figures as F
 from specviz import metrics as M
 from specviz.compare import NEAR_TIE, first_difference, margin_at
@@ -29,6 +33,17 @@ def _status_html(text: str, badge: str | None = None, badge_cls: str = "sv-live"
     b = f'<span class="sv-badge {badge_cls}">{html.escape(badge)}</span>' if badge else ""
     n = f'<span class="sv-note">{html.escape(note)}</span>' if note else ""
     return f'<div class="sv-status" role="status">{b}<span>{html.escape(text)}</span>{n}</div>'
+
+
+def md_code(text: str) -> str:
+    """``text`` as a Markdown code span: shown as written, whatever it holds (Markdown links,
+    a bare URL, LaTeX between $ signs, HTML, emoji shortcodes). The fence is one backtick
+    longer than any run of backticks inside; newlines become spaces (a span is one line).
+    (Backslash escapes are not enough in Streamlit: its Markdown links a bare URL, and draws
+    emoji shortcodes, after the escapes are resolved; a code span is left alone.)"""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 class RunView:
@@ -297,3 +312,44 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
     view.stats(upto)
     view.charts(upto)
     view.wait(hold_s)
+
+
+# --- downloads ---------------------------------------------------------------------------
+
+JSON_HELP = N_("The full trace: replay it on the Replay page, with no model loaded.")
+
+
+def export_buttons(trace: Trace, key: str, stem: str, json_label: str | None = None, row: bool = False) -> None:
+    """A run as files: its trace as JSON (the button named ``json_label``; None: no JSON),
+    its timeline as an interactive HTML page that works offline (plotly.js inside), and as
+    a PNG drawn by plotly's exporter, Kaleido, on the installed Chromium.
+
+    The page (4.7 MB) and the PNG (a browser starts: seconds) are made only when their
+    button is clicked: Streamlit calls ``data`` then, in a thread of its own, so the page
+    goes on (a Live run too; the clicks do not rerun the script). With no Chromium the PNG
+    button is off and says why. Keys: ``{key}_trace``, ``{key}_timeline_html``,
+    ``{key}_timeline_png``; files: ``{stem}.json``, ``{stem}-timeline.html|png``. ``row``:
+    side by side, else one under the other, each the container's width."""
+    fig = F.timeline_export_figure(trace, tr=_)  # built here: the deferred calls run without the page's language
+    title = F.export_title(trace, tr=_)
+    why_no_png = exports.png_unavailable()
+    slots = iter(st.columns(3 if json_label else 2)) if row else None
+
+    def slot():
+        return next(slots) if slots is not None else st
+
+    if json_label:
+        slot().download_button(json_label, exports.trace_json(trace), f"{stem}.json", "application/json",
+                               icon=":material/data_object:", key=f"{key}_trace", width="stretch",
+                               on_click="ignore", help=_(JSON_HELP))
+    slot().download_button(_("Timeline HTML"), lambda: exports.figure_html(fig, title), f"{stem}-timeline.html",
+                           "text/html", icon=":material/web:", key=f"{key}_timeline_html", width="stretch",
+                           on_click="ignore",
+                           help=_("The timeline as a web page of its own: zoom, hover for every pass; it needs "
+                                  "no network."))
+    slot().download_button(_("Timeline PNG"), lambda: exports.figure_png(fig), f"{stem}-timeline.png", "image/png",
+                           icon=":material/image:", key=f"{key}_timeline_png", width="stretch", on_click="ignore",
+                           disabled=why_no_png is not None,
+                           help=(_("The timeline as an image for slides, drawn by Chromium when you click "
+                                   "(a few seconds).") if why_no_png is None
+                                 else translate_known(why_no_png, exports.UNAVAILABLE, _)))
