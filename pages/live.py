@@ -2,8 +2,10 @@
 
 import streamlit as st
 
-from specviz import ui
+from specviz import server_mode, ui
+from specviz.ui import links
 from specviz.ui.lang import _, language_switch
+from specviz.ui.state import apply_link, link_problems, share_box, sync_link
 
 ui.page_chrome()
 language_switch()
@@ -13,6 +15,8 @@ if pair is None:
 
 state = ui.live_state()
 ui.init_controls()
+apply_link(pair)  # a share link's settings (once per session), before the widgets are drawn
+server = server_mode.current()
 # The button pressed (if any) is applied first, so the buttons below draw in the new state.
 cfg = ui.read_config()
 errors = ui.check_inputs(pair, cfg)
@@ -23,7 +27,7 @@ ui.keep_choices("speed", "draft_vocab")  # shown translated: keep their values w
 
 # --- widgets in (sidebar) ---------------------------------------------------------------
 with st.sidebar:
-    st.text_area(_("Prompt"), key="prompt", height=110, persist_state="session",
+    st.text_area(_("Prompt"), key="prompt", height=110, persist_state="session", max_chars=server.max_prompt_chars,
                  placeholder=_("Type a prompt, or pick an example below"))
     err_prompt = st.empty()
     st.pills(_("Examples"), list(ui.EXAMPLES), key="example", on_change=ui.pick_example, format_func=tr,
@@ -55,19 +59,22 @@ with st.sidebar:
         st.session_state["draft_int8"] = False
     err_draft_vocab = st.empty()
     with st.expander(_("Sampling and length"), icon=":material/tune:"):
-        st.slider(_("Temperature"), 0.0, 2.0, step=0.05, key="temperature", persist_state="session",
+        st.slider(_("Temperature"), *links.TEMPERATURE_RANGE, step=0.05, key="temperature", persist_state="session",
                   help=_("0 is greedy: accept while the draft matches the target's top token. Above 0, "
                          "speculative sampling keeps the target's exact distribution."))
-        st.slider(_("Top-p"), 0.05, 1.0, step=0.05, key="top_p", persist_state="session",
+        st.slider(_("Top-p"), *links.TOP_P_RANGE, step=0.05, key="top_p", persist_state="session",
                   help=_("Nucleus sampling, applied to both models alike. Ignored when temperature is 0."))
-        st.number_input(_("Max new tokens"), 1, 4096, step=16, key="max_new_tokens", persist_state="session")
+        st.number_input(_("Max new tokens"), 1, server.max_new_tokens, step=16, key="max_new_tokens",
+                        persist_state="session")
         err_max = st.empty()
-        st.number_input(_("Seed"), 0, 2**31 - 1, step=1, key="seed", persist_state="session",
+        st.number_input(_("Seed"), 0, links.MAX_SEED, step=1, key="seed", persist_state="session",
                         help=_("Fixes the random draws when temperature is above 0."))
         err_sampling = st.empty()
+    share_box(*sync_link(pair))  # the settings into the URL, and the link to copy
 ui.sidebar_pair()
 
 # --- the toolbar: the knob and the buttons the class watches ---------------------------------
+link_problems()  # a share link's values that could not be used, and what the page uses instead
 bar = st.columns([2.3, 1, 1, 1.15, 1], vertical_alignment="bottom")
 with bar[0]:
     st.slider(_("γ · draft length"), 1, ui.MAX_GAMMA, key="gamma", format="γ = %d", persist_state="session",

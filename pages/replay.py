@@ -1,11 +1,15 @@
 """Replay: a recorded run, round by round, with no model loaded."""
 
 import hashlib
+import re
+from pathlib import Path
 
 import streamlit as st
 
-from specviz import BadInput, ui
+from specviz import BadInput, server_mode, ui
+from specviz.trace_schema import MAX_TRACE_BYTES
 from specviz.ui.lang import _, language_switch
+from specviz.ui.view import export_buttons, md_code
 
 ui.page_chrome()
 language_switch()
@@ -31,15 +35,21 @@ with st.sidebar:
     trace = None
     try:
         if ss["replay_source"] == UPLOAD:
-            up = st.file_uploader(_("Trace JSON"), type=["json"], key="replay_upload")
+            limit_mb = min(server_mode.upload_limit_mb() or MAX_TRACE_BYTES // 2**20, MAX_TRACE_BYTES // 2**20)
+            up = st.file_uploader(_("Trace JSON"), type=["json"], key="replay_upload", max_upload_size=limit_mb)
             if up is not None:
+                if up.size > limit_mb * 2**20:  # the widget refuses it in the browser; this, a crafted request
+                    raise BadInput(_("the file is {size:.1f} MB; uploads here are limited to {limit} MB").format(
+                        size=up.size / 2**20, limit=limit_mb), "file")
                 trace = ui.load_trace_file(up.getvalue())
         else:
             trace = sources[ss["replay_source"]]()
-    except BadInput as exc:
-        err_source.error(_("That file cannot be replayed: {error}").format(error=exc), icon=":material/error:")
+    except BadInput as exc:  # the message may quote the file: in a code span, it shows as written
+        err_source.error(_("That file cannot be replayed: {error}").format(error=md_code(exc)),
+                         icon=":material/error:")
     except OSError as exc:
-        err_source.error(_("The trace could not be read: {error}").format(error=exc), icon=":material/error:")
+        err_source.error(_("The trace could not be read: {error}").format(error=md_code(exc)),
+                         icon=":material/error:")
     if trace is None:
         ui.sidebar_pair()
 
@@ -50,6 +60,11 @@ if trace is None:
               "recorded."), icon=":material/replay:")
     st.stop()
 
+# the downloads' file names: the recorded run's, the uploaded file's, or the live run's
+if ss["replay_source"] == UPLOAD:
+    trace_stem = re.sub(r"[^\w.-]+", "-", Path(up.name).stem).strip("-.")[:60] or "trace"
+else:
+    trace_stem = "last-live-run" if ss["replay_source"] == LIVE else ss["replay_source"].removeprefix("Recorded: ")
 n = len(trace.rounds)
 tid = hashlib.sha1(trace.to_json().encode()).hexdigest()[:10]
 pos_key, slider_key = f"replay_pos_{tid}", f"replay_slider_{tid}"
@@ -103,11 +118,16 @@ ui.sidebar_pair()
 # --- figures out (main) ------------------------------------------------------------------
 cfg = trace.config
 modes = {"speculative": _("speculative"), "autoregressive": _("autoregressive")}
+# The pair, the mode and the prompt come from the file: code spans show them as written
+# (a Markdown link, $LaTeX$ or HTML in a prompt is text, not markup).
 st.caption(_("Recorded with **{draft} → {target}** · {mode} · γ={gamma} · temperature {temperature} · "
-             "prompt: {prompt}").format(draft=cfg.draft or _("draft"), target=cfg.target or _("target"),
-                                        mode=modes.get(cfg.mode, cfg.mode), gamma=cfg.gamma,
-                                        temperature=f"{cfg.temperature:g}", prompt=repr(cfg.prompt[:90])))
+             "prompt: {prompt}").format(
+    draft=md_code(cfg.draft) if cfg.draft else _("draft"), target=md_code(cfg.target) if cfg.target else _("target"),
+    mode=modes.get(cfg.mode) or md_code(cfg.mode), gamma=cfg.gamma, temperature=f"{cfg.temperature:g}",
+    prompt=md_code(repr(cfg.prompt[:90]))))
 view = ui.RunView(race_section=False)
 ui.render_replay(view, trace, ss[pos_key])
+with st.container(key="replay_downloads"):  # the whole recorded run, whatever round is on screen
+    export_buttons(trace, "replay_dl", f"specviz-{trace_stem}", json_label=_("Trace JSON"), row=True)
 if ss["replay_playing"]:
     ui.replay_play(view, trace, ui.SPEEDS.get(ss.get("replay_speed"), 1.0), pos_key)

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from specviz import RunConfig, SpecvizError, ui
+from specviz import RunConfig, SpecvizError, server_mode, ui
 from specviz import sweep as S
 from specviz.figures.sweep import acceptance_vs_gamma_figure, prompt_label, sweep_figure
 from specviz.metrics import fmt_ms
@@ -49,7 +49,8 @@ with st.sidebar:
                     help=_("Each point is the median of this many runs, the spread shown as error bars. The runs "
                            "of the different γ are interleaved, so a slow moment of the machine does not land on "
                            "one γ."))
-    st.number_input(_("Max new tokens"), 1, 4096, value=64, step=16, key="sweep_max_new_tokens")
+    st.number_input(_("Max new tokens"), 1, server_mode.current().max_new_tokens, value=64, step=16,
+                    key="sweep_max_new_tokens")
 ui.sidebar_pair()
 
 custom = (ss.get("sweep_custom") or "").strip()

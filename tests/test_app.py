@@ -389,3 +389,109 @@ def test_engine_failure_is_shown_not_raised(app, monkeypatch):
     assert not app.exception, app.exception
     assert any("fell over" in e.value for e in app.error)
     assert live(app).playing is None and app.session_state["history"] == []
+
+
+# --- share links: the Live settings in the URL ------------------------------------------------
+
+
+def open_live(**query) -> AppTest:
+    """The app opened from a link with these query parameters."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    return at.run()
+
+
+def link_warnings(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning if "this link" in w.value]
+
+
+def share_codes(at: AppTest) -> list[str]:
+    """The share box's link: the box opened (it draws its content only while open)."""
+    if not at.session_state["share_box"]:
+        at.session_state["share_box"] = True
+        at.run()
+    return [c.value for c in at.get("code")]
+
+
+def test_a_share_link_sets_the_live_settings():
+    at = open_live(example="json", gamma="7", temperature="0.7", top_p="0.9", max_new_tokens="24", seed="3")
+    assert not at.exception, at.exception
+    assert at.slider(key="gamma").value == 7
+    assert at.slider(key="temperature").value == pytest.approx(0.7)
+    assert at.slider(key="top_p").value == pytest.approx(0.9)
+    assert at.number_input(key="max_new_tokens").value == 24
+    assert at.number_input(key="seed").value == 3
+    assert at.text_area(key="prompt").value == ui.EXAMPLES["JSON"]
+    assert not link_warnings(at) and not at.error
+    # the URL keeps them, and the share box shows the same link, ready to copy
+    assert at.query_params == {"example": "json", "gamma": "7", "temperature": "0.7", "top_p": "0.9",
+                               "max_new_tokens": "24", "seed": "3"}
+    assert any(c.endswith("?example=json&gamma=7&temperature=0.7&top_p=0.9&max_new_tokens=24&seed=3")
+               for c in share_codes(at)), share_codes(at)
+    # and a run uses them
+    at.select_slider(key="speed").set_value("Instant")
+    at.toggle(key="race").set_value(False)
+    at.button(key="run").click().run()
+    assert not at.exception, at.exception
+    cfg = live(at).trace.config
+    assert (cfg.gamma, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed) == (7, 0.7, 0.9, 24, 3)
+    assert cfg.prompt == ui.EXAMPLES["JSON"]
+
+
+def test_a_share_link_with_a_prompt_and_the_draft_settings():
+    at = open_live(prompt="Name three rivers.", draft_vocab="24", draft_int8="1", lang="en")
+    assert not at.exception, at.exception
+    assert at.text_area(key="prompt").value == "Name three rivers."
+    assert at.selectbox(key="draft_vocab").value == 24  # a quarter of the tiny pair's 99 tokens
+    assert at.toggle(key="draft_int8").value is True
+    assert not link_warnings(at)
+    assert at.query_params == {"lang": "en", "prompt": "Name three rivers.", "draft_vocab": "24", "draft_int8": "1"}
+
+
+def test_bad_values_in_a_share_link_are_named_and_replaced_by_valid_ones():
+    at = open_live(gamma="abc", temperature="-1", top_p="2", seed="-5", max_new_tokens="0", example="poetry",
+                   draft_int8="maybe", draft_vocab="100")
+    assert not at.exception, at.exception
+    (text,) = link_warnings(at)
+    for shown in ("gamma=abc", "temperature=-1", "top_p=2", "seed=-5", "max_new_tokens=0", "example=poetry",
+                  "draft_int8=maybe", "draft_vocab=100"):
+        assert shown in text, (shown, text)
+    assert "Not a whole number" in text and "Temperature must be >= 0" in text and "ne of code, json" in text
+    assert "gamma=4" in text and "max_new_tokens=64" in text  # the valid values used instead
+    # the page runs on valid values, and says nothing else is wrong
+    assert at.slider(key="gamma").value == 4 and at.slider(key="temperature").value == 0.0
+    assert at.slider(key="top_p").value == 1.0 and at.number_input(key="seed").value == 0
+    assert at.number_input(key="max_new_tokens").value == 64
+    assert at.text_area(key="prompt").value == ui.EXAMPLES["Code"]
+    assert not at.error
+    assert at.query_params == {}  # the bad values are gone from the URL
+    at.button(key="link_dismiss").click().run()
+    assert not link_warnings(at) and not at.exception
+
+
+def test_out_of_range_and_oversized_link_values():
+    at = open_live(gamma="999", max_new_tokens="1000000", prompt="x" * 3000, top_p="0.3", gama="8")
+    assert not at.exception, at.exception
+    (text,) = link_warnings(at)
+    assert "gamma=999" in text and "from 1 to 32" in text
+    assert "max_new_tokens=1000000" in text and "from 1 to 4096" in text
+    assert "prompt=xxxx" in text and "3000 characters" in text
+    assert "gama=8" in text and "ot a setting of the Live page" in text
+    assert at.slider(key="top_p").value == pytest.approx(0.3)  # the good value is used
+    assert at.query_params == {"top_p": "0.3"}
+
+
+def test_changing_a_setting_updates_the_link(app):
+    app.slider(key="gamma").set_value(9).run()
+    assert app.query_params.get("gamma") == "9"
+    assert any("gamma=9" in c for c in share_codes(app))
+    app.text_area(key="prompt").set_value("Tell me a joke.").run()
+    assert app.query_params.get("prompt") == "Tell me a joke."
+    app.pills(key="example").set_value("JSON").run()
+    assert app.query_params.get("example") == "json" and "prompt" not in app.query_params
+    app.slider(key="gamma").set_value(4).run()  # back to the default: out of the link
+    assert "gamma" not in app.query_params
+    # a later run of the page does not read the URL again: the widgets rule
+    app.query_params["gamma"] = "12"
+    app.run()
+    assert app.slider(key="gamma").value == 4 and not app.exception

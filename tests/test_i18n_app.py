@@ -318,13 +318,13 @@ def test_switch_in_chromium(served):
             expect(speed).to_have_text("正常")
             side.get_by_text("English", exact=True).click()
             expect(run).to_contain_text("Run")
-            expect(page).to_have_url(re.compile(r"\?lang=en$"))
+            expect(page).to_have_url(re.compile(r"[?&]lang=en(&|$)"))  # the share link's settings beside it
             expect(head).to_have_value(re.compile(r"^top \d+"))
             expect(speed).to_have_text("Normal")
             expect(side.locator(".st-key-pair_name input").first).to_have_value("Tiny test pair (random weights)")
             side.get_by_text("简体中文", exact=True).click()
             expect(run).to_contain_text("运行")
-            expect(page).to_have_url(re.compile(r"\?lang=zh$"))
+            expect(page).to_have_url(re.compile(r"[?&]lang=zh(&|$)"))
             expect(head).to_have_value(re.compile("^最常见的"))
             expect(speed).to_have_text("正常")
         finally:

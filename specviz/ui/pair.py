@@ -4,7 +4,9 @@
 fraction; ``_loader`` keeps one per (pair, dtype) with ``st.cache_resource``.
 ``require_pair`` waits for it with a progress bar, or, where it cannot be loaded, says
 why and how to fix it and offers the tiny pair. ``sidebar_pair`` draws the pair choice
-and the pair card (names, device, dtype, memory) at the foot of every page's sidebar.
+and the pair card (names, device, dtype, memory) at the foot of every page's sidebar. In
+server mode (``specviz.server_mode``) it offers only the installed pairs the server allows,
+in the precision ``auto`` picks, and notes the server's limits under the card.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 
 import streamlit as st
 
-from specviz import ModelError, ModelPair, SpecvizError, load_pair
+from specviz import ModelError, ModelPair, SpecvizError, load_pair, server_mode
 from specviz.i18n import N_, Translator, translate_known
 from specviz.ui.chrome import keep_choices, recorded_traces, translator
 from specviz.ui.lang import _
@@ -119,16 +121,29 @@ def _loader(name: str, dtype: str) -> PairLoader:
 
 
 def pair_key() -> tuple[str, str]:
-    """(pair name, dtype) chosen in the sidebar (or by SPECVIZ_PAIR)."""
+    """(pair name, dtype) chosen in the sidebar (or by SPECVIZ_PAIR). In server mode only an
+    offered pair, in the precision ``auto`` picks."""
     ss = st.session_state
     name = ss.get("pair_name") or env_pair()
-    dtype = ss.get("pair_dtype", "auto") if name == "default" else "float32"
-    return name, dtype
+    if name not in offered_pairs():
+        name = env_pair()
+    if name != "default":
+        return name, "float32"
+    return name, "auto" if server_mode.current().on else ss.get("pair_dtype", "auto")
+
+
+def offered_pairs() -> tuple[str, ...]:
+    """The pairs the sidebar offers: every named pair; in server mode, the installed ones
+    the server allows (server_mode.allowed_pairs)."""
+    return tuple(n for n in server_mode.allowed_pairs(server_mode.current()) if n in PAIRS) or tuple(PAIRS)
 
 
 def env_pair() -> str:
     env = os.environ.get("SPECVIZ_PAIR", "default").strip().lower() or "default"
-    return env if env in PAIRS else "default"
+    offered = offered_pairs()
+    if env in offered:
+        return env
+    return "default" if "default" in offered else offered[0]
 
 
 def drop_other_precisions() -> None:
@@ -199,7 +214,7 @@ def require_pair() -> ModelPair | None:
         if "requirements.txt" in message:
             st.caption(_("or install the whole pair at once: `pip install -r requirements.txt`"))
     cols = st.columns([1, 1, 2])
-    if name != "tiny":
+    if name != "tiny" and "tiny" in offered_pairs():
         cols[0].button(_("Use the tiny test pair"), icon=":material/science:", on_click=use_tiny,
                        type="primary", key="use_tiny")
     cols[1].button(_("Try again"), icon=":material/refresh:", on_click=retry_load, key="retry_load")
@@ -249,14 +264,18 @@ def sidebar_pair(divider: bool = True):
     ss = st.session_state
     tr = translator()  # bound now: the choices' format_func may run outside the script run
     keep_choices("pair_name", "pair_dtype")
+    offered = list(offered_pairs())
+    server = server_mode.current()
+    if "pair_name" in ss and ss["pair_name"] not in offered:
+        del ss["pair_name"]  # not offered here (server mode): the selectbox starts on env_pair()
     with st.sidebar:
         if divider:
             st.divider()
-        st.selectbox(_("Model pair"), list(PAIRS), index=list(PAIRS).index(env_pair()),
+        st.selectbox(_("Model pair"), offered, index=offered.index(env_pair()),
                      format_func=lambda name: tr(PAIRS[name]),
                      key="pair_name", persist_state="session",
                      help=_("Set SPECVIZ_PAIR=tiny|default to choose at start-up."))
-        if ss["pair_name"] == "default":
+        if ss["pair_name"] == "default" and not server.on:
             st.selectbox(_("Precision"), list(PAIR_DTYPES), format_func=lambda d: tr(PAIR_DTYPES[d]),
                          key="pair_dtype",
                          persist_state="session", on_change=drop_other_precisions,
@@ -264,4 +283,20 @@ def sidebar_pair(divider: bool = True):
                                 "greedy speculative output token-exact against the target alone."))
         card = st.empty()
         card.html(_card_html(_loader(*pair_key())))
+        if server.on:
+            server_note(server)
     return card
+
+
+def server_note(server: server_mode.ServerSettings) -> None:
+    """What server mode allows, under the pair card (and any setting it could not read)."""
+    limits = [_("installed model pairs only"),
+              _("up to {tokens} new tokens per run").format(tokens=server.max_new_tokens)]
+    if server.max_prompt_chars is not None:
+        limits.append(_("prompts up to {chars} characters").format(chars=f"{server.max_prompt_chars:,}"))
+    if server.upload_mb is not None:
+        limits.append(_("uploads up to {mb} MB").format(mb=server.upload_mb))
+    text = _("Server mode: {limits}.").format(limits=" · ".join(limits))
+    st.caption(f":material/dns: {text}")
+    for problem in server.problems:
+        st.caption(":material/warning: " + translate_known(problem, server_mode.TEMPLATES, _))

@@ -10,14 +10,16 @@ the callbacks of the buttons and example pills.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import streamlit as st
 
-from specviz import BadInput, ModelPair, RunConfig, Trace
+from specviz import BadInput, ModelPair, RunConfig, Trace, server_mode
 from specviz.compare import Comparison
 from specviz.draft_head import SIZES
 from specviz.i18n import N_, Translator, translate_known
 from specviz.race import Race
+from specviz.ui import links
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
 from specviz.ui.lang import _
 from specviz.ui.pair import pair_key
@@ -89,9 +91,117 @@ def live_state() -> LiveState:
 
 
 def init_controls() -> None:
-    """Seed the control widgets' values once per session."""
+    """Seed the control widgets' values once per session (within server mode's cap)."""
+    ss = st.session_state
     for k, v in DEFAULTS.items():
-        st.session_state.setdefault(k, v)
+        ss.setdefault(k, v)
+    cap = server_mode.current().max_new_tokens
+    if isinstance(ss.get("max_new_tokens"), int) and ss["max_new_tokens"] > cap:
+        ss["max_new_tokens"] = cap
+
+
+def control_defaults() -> dict:
+    """The controls' starting values, as this server allows them."""
+    cap = server_mode.current().max_new_tokens
+    return {**DEFAULTS, "max_new_tokens": min(DEFAULTS["max_new_tokens"], cap)}
+
+
+# --- the share link ------------------------------------------------------------------------
+
+
+def link_limits(pair: ModelPair) -> links.Limits:
+    """What a link may set on this server, for this pair."""
+    s = server_mode.current()
+    chars = links.MAX_PROMPT_CHARS if s.max_prompt_chars is None else min(links.MAX_PROMPT_CHARS, s.max_prompt_chars)
+    return links.Limits(examples=EXAMPLES, max_new_tokens=s.max_new_tokens, max_prompt_chars=chars,
+                        draft_heads=tuple(draft_head_choices(pair)), device=pair.device.type)
+
+
+def apply_link(pair: ModelPair) -> None:
+    """Once per session, when the Live page first runs (before its widgets are drawn): the
+    settings in the URL's query string into the widgets' state. Each value that cannot be
+    used is kept, with the valid value used instead, for ``link_problems`` to show.
+
+    Only once: later the page writes the URL itself (``sync_link``); a link opened again,
+    or edited in the address bar, loads the page afresh, in a new session."""
+    ss = st.session_state
+    if ss.get("_link_read"):
+        return
+    ss["_link_read"] = True
+    try:
+        values, problems = links.parse_query(st.query_params.to_dict(), link_limits(pair))
+    except Exception as exc:  # never a traceback on the page
+        values, problems = {}, [links.Problem("?", "", f"{type(exc).__name__}: {exc}")]
+    ss.update(values)
+    ss["_link_problems"] = [
+        (p, links.format_value(p.param, ss[p.param]) if p.param in links.SETTINGS and p.param != "prompt"
+         and p.param in ss else None)
+        for p in problems
+    ]
+
+
+def _dismiss_link_problems() -> None:
+    st.session_state["_link_problems"] = []
+
+
+def link_problems() -> None:
+    """The link's values that could not be used, each with its parameter, its value and
+    why, and the value used instead; until dismissed."""
+    found = st.session_state.get("_link_problems")
+    if not found:
+        return
+    lines = []
+    for p, used in found:
+        reason = _sentence(translate_known(p.reason, LINK_REASONS, _)).rstrip(".")
+        said = links.code_span(links.shown(p.param) + "=" + p.value)
+        if used is None:
+            lines.append(f"- {said}: " + _("{reason}.").format(reason=reason))
+        else:
+            lines.append(f"- {said}: " + _("{reason}. Using {setting}.").format(
+                reason=reason, setting=links.code_span(f"{p.param}={used}")))
+    with st.container(key="link_problems"):
+        st.warning(_("Some settings in this link could not be used, so the page uses valid ones instead:")
+                   + "\n\n" + "\n".join(lines), icon=":material/link_off:")
+        st.button(_("Dismiss"), key="link_dismiss", type="tertiary", icon=":material/close:",
+                  on_click=_dismiss_link_problems)
+
+
+def sync_link(pair: ModelPair) -> tuple[str, int | None]:
+    """Write the current settings into the URL's query string (only those that differ from
+    the defaults; the language and Streamlit's own parameters stay, anything else goes).
+    Returns the share link, and the most characters a link's prompt may have when this
+    prompt has more (None when it fits)."""
+    ss = st.session_state
+    limits = link_limits(pair)
+    settings = {k: ss.get(k) for k in links.SETTINGS}
+    wanted = links.format_query(settings, control_defaults(), limits)
+    now = st.query_params.to_dict()
+    kept = {k: v for k, v in now.items() if k in links.OTHER_PARAMS}
+    if now != {**wanted, **kept}:
+        st.query_params.from_dict({**wanted, **kept})
+    try:
+        base = st.context.url or ""
+    except Exception:  # no browser context (AppTest, bare mode)
+        base = ""
+    if base and not urlsplit(base).path:
+        base += "/"  # the Live page is the app's root: http://host:8501/?gamma=6
+    too_long = None if links.prompt_fits(settings.get("prompt") or "", limits) else limits.max_prompt_chars
+    return links.share_url(base or "/", {**wanted, **kept}), too_long
+
+
+def share_box(url: str, too_long: int | None = None) -> None:
+    """The share link, with a copy button (st.code's), in a sidebar expander (drawn only
+    while it is open)."""
+    box = st.expander(_("Share these settings"), icon=":material/share:", key="share_box", on_change="rerun")
+    if not box.open:
+        return
+    with box:
+        st.code(url, language=None, wrap_lines=True)
+        st.caption(_("This link opens the Live page with the same prompt and settings: copy it with the "
+                     "button at its top right. The address bar holds the same link."))
+        if too_long:
+            st.caption(_("The prompt is too long for a link (more than {most} characters): the link leaves "
+                         "it out.").format(most=too_long))
 
 
 def read_config() -> RunConfig:
@@ -150,7 +260,9 @@ BAD_INPUT_TEMPLATES = (
        "this device"),
     N_("no token frequency ranking ships for this pair's tokenizer, so its draft head cannot be cut: use draft "
        "vocabulary 0, or build a ranking with tools/build_token_ranks.py (docs/token-ranks.md)"),
+    *server_mode.TEMPLATES,  # server mode's caps (its prompt limit; the token cap says the engine's words)
 )
+LINK_REASONS = (*links.TEMPLATES, *BAD_INPUT_TEMPLATES)  # why a link's value was refused
 
 
 def bad_input_text(exc: BadInput) -> str:
@@ -162,6 +274,7 @@ def check_inputs(pair: ModelPair, cfg: RunConfig) -> dict[str, str]:
     """{field: message} for the first setting the engine would refuse (empty when all is
     well), from the same ``check`` the engine runs; it builds no run."""
     try:
+        server_mode.check_config(cfg, server_mode.current())  # first: no tokenizing a prompt over the cap
         check(pair, cfg)
     except BadInput as exc:
         return {field_of(exc): bad_input_text(exc)}
