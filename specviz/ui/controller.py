@@ -11,13 +11,13 @@ stands. Engine failures become a message on the page, never a traceback.
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 
 import streamlit as st
 
 from specviz import BadInput, ModelPair, RunConfig, SpecvizError
 from specviz import figures as F
+from specviz.engine_queue import EngineQueue
 from specviz.figures.history import MEASURED, REUSED
 from specviz.i18n import N_, translate_known
 from specviz.race import Race
@@ -28,9 +28,10 @@ from specviz.ui.view import RunView, animate_round, stop_reason_text
 
 # One round at a time in this process: viewers in several browser tabs share the models,
 # and a forward pass timed while another session's pass runs would not be the real cost.
-# The lock is taken around next(), where the engine's clock runs; waiting for it happens
-# while the clock is paused, so it never shows up in the timings.
-ENGINE_LOCK = threading.Lock()
+# The queue is taken around next(), where the engine's clock runs; waiting for it happens
+# while the clock is paused, so it never shows up in the timings. Sessions take turns in
+# the order they asked, and a waiting one says how many runs are ahead of it.
+ENGINE_LOCK = EngineQueue()
 RENDER_EVERY_S = 0.4  # Run at full speed redraws the text at most this often...
 CHARTS_EVERY_S = 1.2  # ...and the charts this often: the browser shares the CPU with the models
 
@@ -126,10 +127,17 @@ def _fail(state: LiveState, exc: Exception) -> None:
         state.error = _("The engine stopped with {error}").format(error=f"{type(exc).__name__}: {exc}")
 
 
-def _next(state: LiveState):
-    """One round of the race: ("speculative" | "autoregressive", Round), or None at its end."""
+def _waiting(view: RunView, ahead: int) -> None:
+    view.status(_("Waiting for the model: {n} runs ahead. The wait is not counted in any timing.").format(n=ahead)
+                if ahead > 1 else _("Waiting for the model: 1 run ahead. The wait is not counted in any timing."),
+                _("queued"), "sv-stop")
+
+
+def _next(view: RunView, state: LiveState):
+    """One round of the race: ("speculative" | "autoregressive", Round), or None at its end.
+    Waits its turn for the engine, saying so on the page while others are ahead."""
     try:
-        with ENGINE_LOCK:
+        with ENGINE_LOCK.turn(waiting=lambda n: _waiting(view, n)):
             return next(state.race)
     except StopIteration:
         return None
@@ -154,7 +162,7 @@ def finish(state: LiveState) -> None:
 def advance(view: RunView, state: LiveState, speed: float, animate: bool) -> bool:
     """One unit of progress: a round of either run, or the wrap-up. False once the run has ended."""
     try:
-        step = _next(state)
+        step = _next(view, state)
         if step is None:
             finish(state)
             return False
