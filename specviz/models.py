@@ -19,7 +19,7 @@ import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,7 @@ class ModelPair:
     load_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
     builtin_ranks: list[int] | None = field(default=None, repr=False)  # a ranking made in code (tiny pair)
+    folders: tuple[Path, ...] = ()  # where the weights were loaded from (cache_usage/clear_model_cache keep them)
     _heads: dict[tuple[int, str], CutHead] = field(default_factory=dict, repr=False)
     _quantized: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
 
@@ -234,8 +235,8 @@ def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelP
     else:
         draft_src = "default-draft" if pair == "default" else draft
         target_src = "default-target" if pair == "default" else target
-        d_dir = cast_cache(materialize(draft_src, progress), dt, progress)
-        t_dir = cast_cache(materialize(target_src, progress), dt, progress)
+        d_dir = materialize(draft_src, progress, dt)
+        t_dir = materialize(target_src, progress, dt)
         progress("Checking that the tokenizers match", None)
         tokenizer = _load_tokenizer(t_dir)
         diff = None
@@ -248,7 +249,8 @@ def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelP
         progress("Loading target weights", 0.5)
         t_model = _load_model(t_dir, dt, dev)
         result = ModelPair(
-            d_model, t_model, tokenizer, dev, dt, _display_name(draft_src), _display_name(target_src)
+            d_model, t_model, tokenizer, dev, dt, _display_name(draft_src), _display_name(target_src),
+            folders=(d_dir, t_dir),
         )
     _warm_up(result)
     result.load_ms = (time.perf_counter() - start) * 1000
@@ -328,20 +330,17 @@ def first_vocab_difference(a, b) -> str | None:
 # --- sources and the conversion cache ---------------------------------------------
 
 
-def materialize(source: str, progress: Progress) -> Path:
-    """A local folder with config, safetensors weights and tokenizer for ``source``."""
+def materialize(source: str, progress: Progress, dtype: str = "float32") -> Path:
+    """A local folder with config, safetensors weights and tokenizer for ``source``.
+
+    A GGUF (the default pair's, or a file) is converted once into the cache, in ``dtype``
+    only: a bf16 start writes no fp32 copy (4.6 GB for the default pair instead of 14 GB).
+    A folder or a hub snapshot is returned as it is (the loader casts it)."""
     if source in ("default-draft", "default-target"):
         spec = DRAFT if source == "default-draft" else TARGET
-        out = cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"
-        if _cache_ok(out):
-            return out
-        gguf = cache_dir() / "gguf" / spec.filename
-        assemble(spec, gguf, progress)
-        try:
-            _convert_gguf(gguf, out, spec.role, progress)
-        finally:
-            gguf.unlink(missing_ok=True)  # the parts stay installed; the cache replaces it
-        return out
+        return _converted(cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}", dtype, progress,
+                          lambda: assemble(spec, cache_dir() / "gguf" / spec.filename, progress), spec.role,
+                          temporary=True)
 
     path = Path(source).expanduser()
     if source.endswith(".gguf"):
@@ -349,10 +348,7 @@ def materialize(source: str, progress: Progress) -> Path:
             raise ModelError(f"no such GGUF file: {source}")
         stat = path.stat()
         key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-        out = cache_dir() / "models" / f"{path.stem}-{key}"
-        if not _cache_ok(out):
-            _convert_gguf(path, out, path.name, progress)
-        return out
+        return _converted(cache_dir() / "models" / f"{path.stem}-{key}", dtype, progress, lambda: path, path.name)
     if path.is_dir():
         _check_safetensors_dir(path)
         return path
@@ -374,6 +370,62 @@ def _check_safetensors_dir(path: Path) -> None:
                 "specviz never loads pickle files. Convert it to safetensors first."
             )
         raise ModelError(f"{path} holds no *.safetensors weights")
+
+
+def dtype_folder(base: Path, dtype: str) -> Path:
+    """Where the cache keeps a converted model in ``dtype``: ``base`` for fp32, else ``base.{dtype}``."""
+    return base if dtype == "float32" else base.with_name(f"{base.name}.{dtype}")
+
+
+def _converted(base: Path, dtype: str, progress: Progress, gguf: Callable[[], Path], label: str,
+               temporary: bool = False) -> Path:
+    """The cache folder of a GGUF's weights in ``dtype``: as cached, else cast from a cached
+    fp32 copy (a cache written before only-one-dtype conversion), else converted from the
+    GGUF that ``gguf()`` provides (deleted afterwards when ``temporary``)."""
+    out = dtype_folder(base, dtype)
+    if _cache_ok(out):
+        return out
+    if dtype != "float32" and _cache_ok(base):
+        return cast_cache(base, dtype, progress)
+    path = gguf()
+    try:
+        _convert_gguf(path, out, label, progress, dtype)
+    finally:
+        if temporary:
+            path.unlink(missing_ok=True)  # the parts stay installed; the cache replaces it
+    return out
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def cache_usage() -> dict[str, int]:
+    """Bytes on disk per folder of converted models in the cache (``cache_dir()/models``)."""
+    models = cache_dir() / "models"
+    if not models.is_dir():
+        return {}
+    return {p.name: _size(p) for p in sorted(models.iterdir())}
+
+
+def clear_model_cache(keep: Iterable[Path] = ()) -> int:
+    """Delete the converted models in the cache, except the folders in ``keep`` (a loaded
+    pair's ``folders``, so it can start again at once); returns the bytes freed. The GGUF
+    parts stay installed: a deleted copy is converted again when next needed."""
+    models = cache_dir() / "models"
+    kept = {Path(k).resolve() for k in keep}
+    freed = 0
+    for p in sorted(models.iterdir()) if models.is_dir() else []:
+        if p.resolve() in kept:
+            continue
+        freed += _size(p)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return freed
 
 
 def _hub_snapshot(model_id: str, progress: Progress) -> Path:
@@ -406,15 +458,15 @@ def _cache_ok(out: Path) -> bool:
 
 
 def cast_cache(folder: Path, dtype: str, progress: Progress) -> Path:
-    """For a converted (fp32) cache folder, a sibling folder of the same weights in ``dtype``.
+    """For a converted fp32 cache folder, a sibling folder of the same weights in ``dtype``.
 
     Casting 1.5B fp32 parameters at every load takes ~15 s on two cores; a saved
-    copy loads in about a second. Each dtype gets its own copy, cast once from the
-    exact fp32 dequantisation (bf16 weights are not a faithful source for fp32).
+    copy loads in about a second. Each dtype gets its own copy, cast from the exact
+    fp32 dequantisation (bf16 weights are not a faithful source for fp32).
     Folders specviz did not convert are loaded as they are."""
     if dtype == "float32" or not _cache_ok(folder):
         return folder
-    out = folder.with_name(f"{folder.name}.{dtype}")
+    out = dtype_folder(folder, dtype)
     if _cache_ok(out):
         return out
     from safetensors.torch import save_model
@@ -445,8 +497,9 @@ def _atomic_folder(out: Path) -> Iterator[Path]:
         raise
 
 
-def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress) -> None:
-    """Dequantise a GGUF once (fp32, exact) and save it as a safetensors folder.
+def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress, dtype: str = "float32") -> None:
+    """Dequantise a GGUF once (in fp32, exact), cast it to ``dtype`` and save it as a
+    safetensors folder.
 
     transformers refuses ``save_pretrained`` on a GGUF-loaded model, but
     ``safetensors.torch.save_model`` plus config.json (without its
@@ -465,7 +518,9 @@ def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress) -> None
             )
         except Exception as exc:  # gguf and transformers raise assorted types on bad files
             raise ModelError(f"could not read the GGUF file {gguf}: {exc}") from None
-        progress(f"Converting {label} GGUF (first run only): saving safetensors", None)
+        if dtype != "float32":
+            model = model.to(DTYPES[dtype])
+        progress(f"Converting {label} GGUF (first run only): saving safetensors ({dtype})", None)
         save_model(model, str(tmp / "model.safetensors"))
         config = model.config.to_dict()
         config.pop("quantization_config", None)
