@@ -1,44 +1,69 @@
-"""Record the runs shipped in assets/traces/ for the Replay and Parallel pages.
+"""Record the runs shipped in assets/traces/ for the Replay, Parallel and Inspect pages.
 
-    python tools/record_traces.py            # every run below, default pair, bf16
-    python tools/record_traces.py --only code-gamma4
+    python tools/record_traces.py                 # every run below, default pair, bf16 (about 8 minutes)
+    python tools/record_traces.py --only code     # one prompt's runs
+    python tools/record_traces.py --out DIR       # somewhere else (your own recordings)
 
-Each run is a greedy speculative run of the default pair (64 new tokens), saved as a
-specviz Trace with the draft's view of every output position (ranks and candidates), so
-it replays with no model loaded, under every schedule. Run it on a quiet machine: the
-timings recorded are the ones every replay shows.
+For each prompt (code, JSON, prose, Chinese) and each decoding (greedy; sampled at
+temperature 0.8, top-p 0.95, seed 0): the target alone (``{prompt}-autoregressive-{mode}``)
+and speculative runs at γ 2, 4 and 8 (``{prompt}-gamma{γ}-{mode}``), 64 new tokens each.
+The Replay page pairs each speculative run with the target-alone run of the same prompt
+and settings for its race. Greedy speculative runs carry the draft's view of every output
+position, so they replay with no model loaded under every schedule (Parallel page).
+
+Run it on a quiet machine: the timings recorded are the ones every replay shows. It
+refuses to save a run timed under contention (another heavy job in this process).
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
-from specviz import load_pair, speculative
+from specviz import autoregressive, load_pair, speculative
 from specviz.trace import RunConfig
 
 OUT = Path(__file__).resolve().parent.parent / "assets" / "traces"
-RUNS = {
-    "code-gamma4": ("Write a Python function is_prime(n) that returns True when n is a prime number.", 4),
-    "json-gamma6": ("Return a JSON object for a book with the keys title, author, year and tags (three tags).", 6),
-    "prose-gamma4": ("Describe a rainy afternoon in a small seaside town in three sentences.", 4),
-    "chinese-gamma3": ("用三句话介绍长城的历史。", 3),
+PROMPTS = {
+    "code": "Write a Python function is_prime(n) that returns True when n is a prime number.",
+    "json": "Return a JSON object for a book with the keys title, author, year and tags (three tags).",
+    "prose": "Describe a rainy afternoon in a small seaside town in three sentences.",
+    "chinese": "用三句话介绍长城的历史。",
 }
+GAMMAS = (2, 4, 8)
+MODES = {"greedy": dict(temperature=0.0), "sampled": dict(temperature=0.8, top_p=0.95, seed=0)}
+MAX_NEW_TOKENS = 64
+
+
+def runs(prompts: list[str]) -> list[tuple[str, RunConfig]]:
+    """(file stem, config) of every run to record, the target alone first for each setting."""
+    out = []
+    for name in prompts:
+        for mode, sampling in MODES.items():
+            base = RunConfig(prompt=PROMPTS[name], max_new_tokens=MAX_NEW_TOKENS, **sampling)
+            out.append((f"{name}-autoregressive-{mode}", replace(base, mode="autoregressive")))
+            out += [(f"{name}-gamma{g}-{mode}", replace(base, gamma=g)) for g in GAMMAS]
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="+", choices=list(RUNS), help="record just these")
+    ap.add_argument("--only", nargs="+", choices=list(PROMPTS), help="record just these prompts' runs")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     pair = load_pair("default", dtype=args.dtype)
-    for name in args.only or list(RUNS):
-        prompt, gamma = RUNS[name]
-        trace = speculative(pair, RunConfig(prompt=prompt, gamma=gamma, max_new_tokens=64)).run()
-        trace.save(OUT / f"{name}.json")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for stem, config in runs(args.only or list(PROMPTS)):
+        run = autoregressive if config.mode == "autoregressive" else speculative
+        trace = run(pair, config).run()
+        if trace.contention:
+            raise SystemExit(f"{stem}: timed under contention ({trace.contention}); not saved")
+        trace.save(args.out / f"{stem}.json")
         s = trace.summary
-        print(f"{name}: {s['new_tokens']} tokens, {s['tokens_per_second']:.2f} tok/s, "
-              f"acceptance {s['acceptance_rate']:.2f}, contention {trace.contention or 'none'}", flush=True)
+        acc = f", acceptance {s['acceptance_rate']:.2f}" if config.mode == "speculative" else ""
+        print(f"{stem}: {s['new_tokens']} tokens, {s['tokens_per_second']:.2f} tok/s{acc}", flush=True)
 
 
 if __name__ == "__main__":
