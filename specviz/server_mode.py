@@ -171,7 +171,8 @@ def pair_installed(name: str) -> bool:
     from specviz.parts import DRAFT, TARGET, find_parts
 
     for spec in (DRAFT, TARGET):
-        if _cache_ok(cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"):
+        base = cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"
+        if any(_cache_ok(p) for p in (base, *base.parent.glob(f"{base.name}.*"))):  # converted, in any dtype
             continue
         try:
             find_parts(spec)

@@ -16,7 +16,7 @@ from specviz.ui.controller import handle_command, play, render_state, step
 from specviz.ui.history import history_section
 from specviz.ui.pair import loaded_pair, require_pair, sidebar_pair
 from specviz.ui.replay import load_trace_file, render_replay, replay_play
-from specviz.ui.sources import load_source, replay_sources, schedule_costs
+from specviz.ui.sources import load_source, recorded_baseline, replay_sources, schedule_costs
 from specviz.drafters import MAX_GAMMA
 from specviz.ui.state import (
     LiveState,
@@ -59,6 +59,7 @@ __all__ = [
     "render_state",
     "replay_play",
     "replay_sources",
+    "recorded_baseline",
     "schedule_costs",
     "loaded_pair",
     "require_pair",

@@ -20,6 +20,7 @@ import streamlit as st
 
 from specviz import ModelError, ModelPair, SpecvizError, load_pair, server_mode
 from specviz.i18n import N_, Translator, translate_known
+from specviz.models import cache_dir, cache_usage, clear_model_cache
 from specviz.ui.chrome import keep_choices, recorded_traces, translator
 from specviz.ui.lang import _
 
@@ -285,7 +286,35 @@ def sidebar_pair(divider: bool = True):
         card.html(_card_html(_loader(*pair_key())))
         if server.on:
             server_note(server)
+        else:
+            cache_control(_loader(*pair_key()))
     return card
+
+
+def _clear_cache(keep: tuple) -> None:
+    freed = clear_model_cache(keep)
+    st.session_state["cache_freed"] = freed
+
+
+def cache_control(loader: PairLoader) -> None:
+    """The model cache's size on disk, and a button that deletes the converted copies the
+    loaded pair does not use (another precision's, an older conversion's)."""
+    usage = cache_usage()
+    if not usage:
+        return
+    total = sum(usage.values())
+    keep = tuple(loader.pair.folders) if loader.done and loader.error is None and loader.pair is not None else ()
+    kept = {p.name for p in keep}
+    spare = sum(v for k, v in usage.items() if k not in kept)
+    with st.popover(_("Model cache: {gb:.1f} GB").format(gb=total / 2**30), icon=":material/storage:",
+                    width="stretch"):
+        st.caption(_("Converted model weights in {folder}. The loaded pair uses {used:.1f} GB; other copies "
+                     "(another precision's) take {spare:.1f} GB and are converted again when needed (a minute "
+                     "or two).").format(folder=cache_dir(), used=(total - spare) / 2**30, spare=spare / 2**30))
+        st.button(_("Delete the copies not in use"), key="clear_cache", icon=":material/delete:",
+                  disabled=not spare or not keep, on_click=_clear_cache, args=(keep,))
+        if (freed := st.session_state.pop("cache_freed", None)) is not None:
+            st.success(_("Freed {gb:.1f} GB.").format(gb=freed / 2**30), icon=":material/check:")
 
 
 def server_note(server: server_mode.ServerSettings) -> None:

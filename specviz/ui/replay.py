@@ -29,8 +29,9 @@ def load_trace_file(data: bytes | str) -> Trace:
         raise BadInput(trace_schema.translate(str(exc), _), exc.field) from None
 
 
-def render_replay(view: RunView, trace: Trace, pos: int) -> None:
-    """Draw a recorded trace as it stood after round ``pos``."""
+def render_replay(view: RunView, trace: Trace, pos: int, ar: Trace | None = None) -> None:
+    """Draw a recorded trace as it stood after round ``pos``; once replayed to the end, a
+    speculative run's race against ``ar``, the recorded target-alone run that matches it."""
     n = len(trace.rounds)
     upto = trace_upto(trace, pos)
     cfg = trace.config
@@ -48,6 +49,12 @@ def render_replay(view: RunView, trace: Trace, pos: int) -> None:
     view.strip(upto.rounds, plain=trace.output_text if pos == n else None)
     view.stats(upto)
     view.charts(upto)
+    if trace.config.mode == "speculative":
+        if pos == n:
+            view.recorded_race(trace, ar)
+        else:
+            view.race_ph.caption(_("The race against the target alone appears when the replay reaches the end."))
+            view.race_fig_ph.empty()
 
 
 def replay_play(view: RunView, trace: Trace, speed: float, pos_key: str) -> None:

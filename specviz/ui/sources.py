@@ -3,7 +3,9 @@ recorded traces; and the costs a schedule replay of one of them is timed with.""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from pathlib import Path
 
 import streamlit as st
 
@@ -25,6 +27,31 @@ def replay_sources() -> dict[str, Callable[[], Trace | None]]:
     for path in recorded_traces():
         sources[_("Recorded: ") + path.stem] = lambda path=path: load_trace_file(path.read_bytes())
     return sources
+
+
+MATCHED = ("prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "draft", "target",
+           "device", "dtype")
+
+
+@functools.lru_cache(maxsize=64)
+def _recorded(path: Path, mtime_ns: int) -> Trace:
+    return load_trace_file(path.read_bytes())
+
+
+def recorded_baseline(trace: Trace) -> Trace | None:
+    """The recorded target-alone run of ``trace``'s prompt and settings (pair, device, dtype,
+    sampling, length), for the Replay page's race; None when none was recorded."""
+    want = {k: getattr(trace.config, k) for k in MATCHED}
+    for path in recorded_traces():
+        if "autoregressive" not in path.stem:
+            continue
+        try:
+            ar = _recorded(path, path.stat().st_mtime_ns)
+        except (BadInput, OSError):
+            continue
+        if ar.config.mode == "autoregressive" and all(getattr(ar.config, k) == v for k, v in want.items()):
+            return ar
+    return None
 
 
 def load_source(sources: dict, label: str | None) -> tuple[Trace | None, str | None]:

@@ -22,7 +22,7 @@ from specviz import Trace
 from specviz import exports
 from specviz import figures as F
 from specviz import metrics as M
-from specviz.compare import NEAR_TIE, first_difference, margin_at
+from specviz.compare import NEAR_TIE, compare, first_difference, margin_at
 from specviz.i18n import N_, Translator, translate_known
 from specviz.trace import rounds_text, trace_at, trace_upto
 from specviz.ui.lang import _
@@ -165,20 +165,42 @@ class RunView:
             elif cmp is None:
                 st.caption(_("The target-alone run starts when the speculative run ends."))
             else:
-                speedup = M.metric("speedup")
-                tps = M.metric("tokens_per_second")
-                c = st.columns(3)
-                c[0].metric(_(speedup.label), speedup.text(cmp.speedup), help=_(speedup.help))
-                c[1].metric(_("Speculative"), tps.text(M.live_summary(sd)["tokens_per_second"]))
-                c[2].metric(_("Target alone"), tps.text(M.live_summary(ar)["tokens_per_second"]))
-                explanation = comparison_text(ar, sd, getattr(race.pair, "tokenizer", None), _)
-                if cmp.identical:
-                    st.success(explanation, icon=":material/check_circle:")
-                else:
-                    st.warning(explanation, icon=":material/compare_arrows:")
-                if (line := theory_line(sd)) is not None:
-                    st.caption(line)
-                st.caption(baseline_line(race))
+                self._race_result(sd, ar, cmp, getattr(race.pair, "tokenizer", None), baseline_line(race))
+        self._race_figure(sd, ar)
+
+    def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None) -> None:
+        """The race of a recorded speculative run against a recorded target-alone run of the
+        same prompt and settings (Replay); ``upto``, the run as far as it is replayed."""
+        if self.race_fig_ph is None:
+            return
+        if ar is None:
+            self.race_ph.caption(_("No recorded target-alone run matches this run's prompt and settings, so there "
+                                   "is no race to show."))
+            self.race_fig_ph.empty()
+            return
+        with self.race_ph.container():
+            st.markdown("##### " + _("Race: speculative vs the target alone"))
+            self._race_result(sd, ar, compare(ar, sd), None, _(
+                "Both runs recorded: the target alone on the same prompt and settings, on the same machine."))
+        self._race_figure(upto if upto is not None else sd, ar)
+
+    def _race_result(self, sd: Trace, ar: Trace, cmp, tokenizer, caption: str) -> None:
+        speedup = M.metric("speedup")
+        tps = M.metric("tokens_per_second")
+        c = st.columns(3)
+        c[0].metric(_(speedup.label), speedup.text(cmp.speedup), help=_(speedup.help))
+        c[1].metric(_("Speculative"), tps.text(M.live_summary(sd)["tokens_per_second"]))
+        c[2].metric(_("Target alone"), tps.text(M.live_summary(ar)["tokens_per_second"]))
+        explanation = comparison_text(ar, sd, tokenizer, _)
+        if cmp.identical:
+            st.success(explanation, icon=":material/check_circle:")
+        else:
+            st.warning(explanation, icon=":material/compare_arrows:")
+        if (line := theory_line(sd)) is not None:
+            st.caption(line)
+        st.caption(caption)
+
+    def _race_figure(self, sd: Trace, ar: Trace | None) -> None:
         if sd.rounds:
             self.race_fig_ph.plotly_chart(
                 F.race_figure(sd, ar, tr=_), key=self._key("race"), config={"displayModeBar": False},
