@@ -291,15 +291,22 @@ def sidebar_pair(divider: bool = True):
     return card
 
 
+@st.cache_data(ttl=60, show_spinner=False)
+def _cache_usage() -> dict[str, int]:
+    """``cache_usage`` at most once a minute: every page's every rerun draws the card."""
+    return cache_usage()
+
+
 def _clear_cache(keep: tuple) -> None:
     freed = clear_model_cache(keep)
+    _cache_usage.clear()
     st.session_state["cache_freed"] = freed
 
 
 def cache_control(loader: PairLoader) -> None:
     """The model cache's size on disk, and a button that deletes the converted copies the
     loaded pair does not use (another precision's, an older conversion's)."""
-    usage = cache_usage()
+    usage = _cache_usage()
     if not usage:
         return
     total = sum(usage.values())
