@@ -88,18 +88,23 @@ def test_sampling_keeps_the_targets_distribution(tiny_pair, n, gamma, s, runs):
     kept = set(tiny_pair.cut_head(n).ids.tolist())
     outside = sum(v for (t1, _), v in expected.items() if t1 not in kept)
     assert outside > 0.05, "the target must put mass outside the kept ids, or the residual goes untested"
-    counts, accepted, drafted = Counter(), 0, 0
-    for seed in range(runs):
-        dec = speculative(tiny_pair, make_config(
-            prompt=prompt, gamma=gamma, max_new_tokens=8, temperature=s.temperature, top_k=s.top_k,
-            top_p=s.top_p, seed=seed, draft_vocab=n,
-        ))
-        counts[first_two_or_eos(dec)] += 1
-        accepted += dec.trace.rounds[0].accepted
-        drafted += len(dec.trace.rounds[0].proposed)
+    counts, accepted, drafted = sample_first_two(tiny_pair, prompt, gamma, s, runs, draft_vocab=n)
     pvalue = chi2_fit(counts, expected, runs)
     assert pvalue > P_MIN, f"chi-square p = {pvalue:.2e}; most common {counts.most_common(6)}"
     assert 0 < accepted < drafted
+
+
+def sample_first_two(pair, prompt: str, gamma: int, s: Sampling, runs: int, **config) -> tuple[Counter, int, int]:
+    """The first two tokens (or EOS) of ``runs`` seeded speculative runs, and the first
+    rounds' accepted and drafted counts."""
+    counts, accepted, drafted = Counter(), 0, 0
+    for seed in range(runs):
+        dec = speculative(pair, make_config(prompt=prompt, gamma=gamma, max_new_tokens=8, temperature=s.temperature,
+                                            top_k=s.top_k, top_p=s.top_p, seed=seed, **config))
+        counts[first_two_or_eos(dec)] += 1
+        accepted += dec.trace.rounds[0].accepted
+        drafted += len(dec.trace.rounds[0].proposed)
+    return counts, accepted, drafted
 
 
 def first_two_or_eos(dec) -> tuple[int, int | None]:

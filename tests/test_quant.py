@@ -20,7 +20,7 @@ from specviz.acceptance import Sampling
 from specviz.kv import KVModel
 from specviz.quant import QUANTS, check_quant
 from specviz.validate import encode_prompt
-from test_draft_head import first_two_or_eos
+from test_draft_head import sample_first_two
 from test_sampling import P_MIN, chi2_fit, exact_first_two
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -75,13 +75,7 @@ def test_sampling_keeps_the_targets_distribution(tiny_pair):
     for (t1, t2), v in exact_first_two(tiny_pair, encode_prompt(tiny_pair.tokenizer, prompt, True), s).items():
         expected[(t1, None) if t1 in eos else (t1, t2)] += v
     assert math.isclose(sum(expected.values()), 1.0, abs_tol=1e-6)
-    counts, accepted, drafted = Counter(), 0, 0
-    for seed in range(runs):
-        dec = speculative(tiny_pair, make_config(prompt=prompt, gamma=3, max_new_tokens=8, temperature=1.0,
-                                                 seed=seed, draft_quant="int8"))
-        counts[first_two_or_eos(dec)] += 1
-        accepted += dec.trace.rounds[0].accepted
-        drafted += len(dec.trace.rounds[0].proposed)
+    counts, accepted, drafted = sample_first_two(tiny_pair, prompt, 3, s, runs, draft_quant="int8")
     pvalue = chi2_fit(counts, expected, runs)
     assert pvalue > P_MIN, f"chi-square p = {pvalue:.2e}; most common {counts.most_common(6)}"
     assert 0 < accepted < drafted
