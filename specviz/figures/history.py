@@ -74,16 +74,16 @@ def _metric_column(key: str, width: int, bar: bool = False) -> Column:
 TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
     Column("run", "#", 40, N_("Run number")),
     Column("example", N_("Example"), 88, N_("The example prompt, or custom")),
-    Column("draft", N_("Draft"), 76, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
+    Column("draft", N_("Draft"), 70, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
                                         "weights (int8 when quantized)")),
     Column("gamma", "γ", 40, N_("Draft length")),
     Column("temperature", N_("Temp"), 52, N_("Sampling temperature (0 = greedy)")),
     _metric_column("tokens_per_second", 88),
     _metric_column("acceptance_rate", 96, bar=True),
-    _metric_column("mean_acceptance_length", 96),
+    _metric_column("mean_acceptance_length", 106),
     _metric_column("speedup", 80),
     Column("identical", N_("Identical"), 76, N_("Identical to the target-alone output")),
-    Column("baseline", N_("Baseline"), 126, N_("The target-alone run: measured for this run, or reused from an "
+    Column("baseline", N_("Baseline"), 122, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),
 )
 _METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}
