@@ -232,7 +232,7 @@ def test_status_reads_starting_right_after_run(server, browser):
     ever shows, with the number of rounds on screen at that moment."""
     ctx, page = _open(browser, server, "light")
     try:
-        before = _status(page).inner_text()
+        before = page.evaluate("() => document.querySelector('.sv-status').textContent")  # as the log records it
         assert "Starting" not in before
         page.evaluate("""() => {
             window.__svLog = [];
