@@ -32,8 +32,8 @@ from specviz.ui.view import RunView, animate_round, stop_reason_text
 # while the clock is paused, so it never shows up in the timings. Sessions take turns in
 # the order they asked, and a waiting one says how many runs are ahead of it.
 ENGINE_LOCK = EngineQueue()
-RENDER_EVERY_S = 0.4  # Run at full speed redraws the text at most this often...
-CHARTS_EVERY_S = 1.2  # ...and the charts this often: the browser shares the CPU with the models
+RENDER_EVERY_S = 1.0  # Run at full speed redraws the text and numbers at most this often...
+CHARTS_EVERY_S = 4.0  # ...and the charts this often: the browser shares the CPU with the models
 
 
 def start_run(pair: ModelPair, state: LiveState, cfg: RunConfig) -> None:
