@@ -1,6 +1,6 @@
 """Record the runs shipped in assets/traces/ for the Replay, Parallel and Inspect pages.
 
-    python tools/record_traces.py                 # every run below, default pair, bf16 (about 8 minutes)
+    python tools/record_traces.py                 # every run below, default pair, auto dtype (bf16: about 8 minutes)
     python tools/record_traces.py --only code     # one prompt's runs
     python tools/record_traces.py --out DIR       # somewhere else (your own recordings)
 
@@ -50,7 +50,7 @@ def runs(prompts: list[str]) -> list[tuple[str, RunConfig]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=list(PROMPTS), help="record just these prompts' runs")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="auto", help="auto: bf16 on a CPU with native bf16 or a GPU, else fp32")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     pair = load_pair("default", dtype=args.dtype)
