@@ -58,7 +58,7 @@ def _new_round() -> None:
 
 
 # --- which run, which round -----------------------------------------------------------------
-sources = ui.replay_sources()
+sources = ui.replay_sources(speculative_only=True)
 live = ss.get("live")
 if live is not None and live.trace is not None and not live.sd_done and any(r.proposed for r in live.trace.rounds):
     sources = {_("This session's Live run, so far"): lambda: live.trace, **sources}

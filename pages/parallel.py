@@ -16,7 +16,7 @@ language_switch()
 ss = st.session_state
 
 # --- which run -------------------------------------------------------------------------------
-sources = ui.replay_sources()
+sources = ui.replay_sources(speculative_only=True)
 with st.sidebar:
     st.selectbox(_("Run to replay"), list(sources), key="parallel_source",
                  help=_("A greedy speculative run: this session's last Live run, or a recorded one."))

@@ -109,3 +109,24 @@ def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert not at.get("plotly_chart")
     assert any("draft ranks" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])
+def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page):
+    """A recorded target-alone run has nothing drafted: the Parallel and Inspect pages leave it
+    out of their choices (the Replay page keeps it, to race against and to replay)."""
+    import shutil
+
+    import specviz.ui.chrome as chrome
+
+    shutil.copy(ROOT / "assets" / "traces" / "code-gamma4.json", tmp_path / "code-gamma4.json")
+    shutil.copy(ROOT / "assets" / "traces" / "code-gamma4.json", tmp_path / "code-autoregressive-greedy.json")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    options = at.selectbox(key="parallel_source" if page == PAGE else "inspect_source").options
+    assert "Recorded: code-gamma4" in options
+    assert not any("autoregressive" in o for o in options)
+    at.switch_page("pages/replay.py").run()
+    assert "Recorded: code-autoregressive-greedy" in at.selectbox(key="replay_source").options

@@ -7,6 +7,7 @@ writes that order for the default pair's tokenizer (Qwen2.5-Coder, 151,936 ids):
 
     pip install -r requirements-tools.txt
     python3 tools/build_token_ranks.py [--out assets/token_ranks]
+    python3 tools/build_token_ranks.py --coverage-only   # after re-recording assets/traces/
 
 Outputs, in ``--out``:
 
@@ -159,10 +160,31 @@ def coverage(order: np.ndarray, traces: list[Path]) -> tuple[dict, dict]:
     return total, per_file
 
 
+def coverage_fields(order: np.ndarray) -> dict:
+    """The meta fields that describe the ranking's coverage of the shipped traces."""
+    total, per_file = coverage(order, sorted((ROOT / "assets" / "traces").glob("*.json")))
+    return {"coverage": total, "coverage_by_trace": per_file,
+            "coverage_tokens": sum(v["tokens"] for v in per_file.values())}
+
+
+def refresh_coverage(out: Path) -> None:
+    """Recompute the coverage fields of an existing ranking (the order is left as it is)."""
+    order = np.frombuffer((out / f"{NAME}.u32").read_bytes(), dtype="<u4").astype(np.int64)
+    meta_path = out / f"{NAME}.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) | coverage_fields(order)
+    meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps({"out": str(out), "coverage": meta["coverage"]}, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="assets/token_ranks", help="output folder")
+    parser.add_argument("--coverage-only", action="store_true",
+                        help="keep the ranking; recompute only its coverage of the shipped traces")
     args = parser.parse_args()
+    if args.coverage_only:
+        refresh_coverage(Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out)
+        return
 
     from specviz.draft_head import vocab_fingerprint
     from specviz.models import _load_tokenizer, materialize
@@ -179,9 +201,6 @@ def main() -> None:
     for name, (mass, _) in raw.items():  # fixed order: deterministic float sums
         score += WEIGHTS[name] * mass / mass.sum()
     order, special, pinned = rank(tk, vocab, score)
-
-    traces = sorted((ROOT / "assets" / "traces").glob("*.json"))
-    total, per_file = coverage(order, traces)
 
     out = Path(args.out)
     if not out.is_absolute():
@@ -203,12 +222,11 @@ def main() -> None:
                     for name, (_, info) in raw.items()],
         "generated_by": "python3 tools/build_token_ranks.py --out " + Path(args.out).as_posix(),
         "python_version": platform.python_version(),
-        "coverage": total,
-        "coverage_by_trace": per_file,
-        "coverage_tokens": sum(v["tokens"] for v in per_file.values()),
+        **coverage_fields(order),
     }
     (out / f"{NAME}.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(json.dumps({"out": str(out), "coverage": total, "coverage_by_trace": per_file}, indent=2))
+    print(json.dumps({"out": str(out), "coverage": meta["coverage"], "coverage_by_trace": meta["coverage_by_trace"]},
+                     indent=2))
 
 
 if __name__ == "__main__":

@@ -18,15 +18,23 @@ from specviz.ui.replay import load_trace_file
 LAST_RUN = "last"
 
 
-def replay_sources() -> dict[str, Callable[[], Trace | None]]:
-    """Label -> loader: the session's last finished Live run first (if any), then every recorded trace."""
+def replay_sources(speculative_only: bool = False) -> dict[str, Callable[[], Trace | None]]:
+    """Label -> loader: the session's last finished Live run first (if any), then every recorded
+    trace; with ``speculative_only``, not the recorded target-alone runs (nothing drafted)."""
     sources: dict[str, Callable[[], Trace | None]] = {}
     live = st.session_state.get("live")
     if live is not None and live.trace is not None and live.sd_done:
         sources[_("This session's last Live run")] = lambda: live.trace
     for path in recorded_traces():
+        if speculative_only and _target_alone(path):
+            continue
         sources[_("Recorded: ") + path.stem] = lambda path=path: load_trace_file(path.read_bytes())
     return sources
+
+
+def _target_alone(path: Path) -> bool:
+    """A recorded target-alone run, by the name tools/record_traces.py gives it."""
+    return "autoregressive" in path.stem
 
 
 MATCHED = ("prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "draft", "target",
@@ -43,7 +51,7 @@ def recorded_baseline(trace: Trace) -> Trace | None:
     sampling, length), for the Replay page's race; None when none was recorded."""
     want = {k: getattr(trace.config, k) for k in MATCHED}
     for path in recorded_traces():
-        if "autoregressive" not in path.stem:
+        if not _target_alone(path):
             continue
         try:
             ar = _recorded(path, path.stat().st_mtime_ns)
