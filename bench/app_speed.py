@@ -2,8 +2,8 @@
 
 Serves the app headless on the default pair, opens the Live page in Debian's Chromium
 (Playwright, /usr/bin/chromium; never a downloaded browser), and times the code example
-at γ 4, 64 new tokens, bf16, greedy: the speculative run's tok/s as the page shows it,
-against ``specviz generate`` with the same prompt and settings in a fresh process.
+at γ 4, 64 new tokens, the app's `auto` dtype, greedy: the speculative run's tok/s from
+the trace the page offers for download, against ``specviz generate`` with the same prompt and settings in a fresh process.
 Interleaved (CLI, app, CLI, app, ...), median of --repeats; the browser stays open on
 the page throughout, as in a classroom.
 
