@@ -24,6 +24,7 @@ page = st.navigation(
         st.Page("pages/theory.py", title=_("Theory"), icon=":material/functions:"),
         st.Page("pages/costs.py", title=_("Cost curve"), icon=":material/show_chart:"),
         st.Page("pages/sweep.py", title=_("Tune"), icon=":material/tune:"),
+        st.Page("pages/server.py", title=_("Server"), icon=":material/dns:"),
         st.Page("pages/about.py", title=_("How it works"), icon=":material/school:"),
     ],
     position="top",

@@ -59,9 +59,15 @@ with st.sidebar:
         st.session_state["draft_int8"] = False
     err_draft_vocab = st.empty()
     with st.expander(_("Sampling and length"), icon=":material/tune:"):
+        remote = pair.remote is not None
+        if remote and st.session_state.get("temperature"):
+            st.session_state["temperature"] = 0.0  # a remote target is greedy only (validate.check_remote)
         st.slider(_("Temperature"), *links.TEMPERATURE_RANGE, step=0.05, key="temperature", persist_state="session",
-                  help=_("0 is greedy: accept while the draft matches the target's top token. Above 0, "
-                         "speculative sampling keeps the target's exact distribution."))
+                  disabled=remote,
+                  help=_("A remote target is greedy only: a server returns its top log-probabilities, not whole "
+                         "distributions.") if remote else
+                  _("0 is greedy: accept while the draft matches the target's top token. Above 0, "
+                    "speculative sampling keeps the target's exact distribution."))
         st.slider(_("Top-p"), *links.TOP_P_RANGE, step=0.05, key="top_p", persist_state="session",
                   help=_("Nucleus sampling, applied to both models alike. Ignored when temperature is 0."))
         st.number_input(_("Max new tokens"), 1, server.max_new_tokens, step=16, key="max_new_tokens",

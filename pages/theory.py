@@ -48,14 +48,8 @@ ui.sidebar_pair()
 alpha, c, gamma = float(ss["theory_alpha"]), float(ss["theory_c"]), int(ss["theory_gamma"])
 
 
-def loaded_pair():
-    """The sidebar's pair once it has loaded; this page never waits for it."""
-    loader = ui_pair._loader(*ui_pair.pair_key())
-    return loader.pair if loader.done and loader.error is None else None
-
-
 # --- the measured verify curve, if this pair has one -------------------------------------------
-pair = loaded_pair()
+pair = ui_pair.loaded_pair()  # the sidebar's pair once it has loaded: this page never waits for it
 curve = None  # the LatencyModel of the cached measurement
 if pair is not None:
     ctx = C.curve_context_length(pair.context_length, C.SPARSE_CURVE_GRID)

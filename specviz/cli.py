@@ -117,6 +117,10 @@ def _pair_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
     p.add_argument("--device", default="auto", choices=list(DEVICES))
     p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+    p.add_argument("--target-url", metavar="URL",
+                   help="the target on a vLLM server (OpenAI-compatible), e.g. http://127.0.0.1:8000; "
+                        "the draft runs here; greedy only")
+    p.add_argument("--target-model", metavar="NAME", help="the served model's name (default: the one it serves)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,7 +224,8 @@ def _load(args: argparse.Namespace, style: Style):
         raise BadInput(f"--json: folder {args.json.parent} does not exist")
     progress, bar = _progress_printer()
     try:
-        pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress)
+        pair = load_pair(args.pair, args.draft, args.target, args.device, args.dtype, progress,
+                         target_url=args.target_url, target_model=args.target_model)
     finally:
         if bar is not None:
             bar.close()
@@ -355,6 +360,9 @@ def _cost_curve(args: argparse.Namespace, style: Style) -> int:
         raise BadInput(f"--json: folder {args.json.parent} does not exist")
     if args.repeats < 1:
         raise BadInput("--repeats must be >= 1", "repeats")
+    if args.target_url is not None:
+        raise BadInput("the cost curve times the target's forward passes here: it needs a local target, "
+                       "not --target-url", "target_url")
     if args.context_length < 1:
         raise BadInput("--context-length must be >= 1", "context_length")
     grid = C.curve_grid(args.tokens, args.batches)
@@ -463,6 +471,8 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
                          temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                          stop=list(args.stop))
         check_settings(base)  # fail on bad settings before a minute of model loading
+        if args.target_url is not None:
+            check_remote(base)
         pair = _load(args, style)
         for prompt in prompts:  # a prompt too long for the pair fails here, before the probe
             check(pair, S.run_config(base, prompt, gammas[-1], args.max_new_tokens))
@@ -572,13 +582,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         return _validate(args)
     from specviz.engine import speculative
-    from specviz.validate import check_settings
+    from specviz.validate import check_remote, check_settings
 
     try:
         if args.command == "cost-curve":
             return _cost_curve(args, style)
         config = _config(args)
         check_settings(config)  # fail on bad settings before a minute of model loading
+        if args.target_url is not None:
+            check_remote(config)
+            if args.command == "schedules" and args.costs == "measured":
+                raise BadInput("with a remote target the costs cannot be measured here: use --costs trace", "costs")
         pair = _load(args, style)
         if args.command == "compare":
             _compare(pair, config, style, args)

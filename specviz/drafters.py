@@ -156,6 +156,6 @@ def make_drafter(pair, config, sampling: Sampling, gen: torch.Generator, clock: 
     ``config.draft_vocab`` ids when that is > 0), or the n-gram prompt lookup."""
     cls = DRAFTERS[config.drafter]
     if cls.name == "ngram":
-        return cls(pair.target.config.vocab_size, clock)
+        return cls(pair.vocab_size, clock)
     head = pair.cut_head(config.draft_vocab, config.draft_quant) if config.draft_vocab else None
     return cls(KVModel(pair.draft_model(config.draft_quant), pair.device, head), sampling, gen, clock)

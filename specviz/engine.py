@@ -199,6 +199,7 @@ class Decoding:
         self.pair = pair
         config.draft, config.target = pair.draft_name, pair.target_name
         config.device, config.dtype = str(pair.device), pair.dtype
+        config.target_url = pair.remote.url if pair.remote is not None else ""
         self.trace = Trace(config=config, prompt_ids=prompt_ids, eos_ids=list(pair.eos_ids))
         self.eos = set(pair.eos_ids)
         self.done = False
@@ -230,7 +231,7 @@ class Decoding:
         sampling = Sampling(cfg.temperature, cfg.top_k, cfg.top_p)
         gen = torch.Generator().manual_seed(cfg.seed)
         clock = Clock()
-        target = KVModel(pair.target, pair.device)
+        target = pair.target_kv()
         drafter = make_drafter(pair, cfg, sampling, gen, clock) if speculative else None
         policy = POLICIES[cfg.policy](cfg.gamma)
         text = RunText(pair.tokenizer, trace.prompt_ids)
@@ -244,12 +245,16 @@ class Decoding:
             prop = drafter.propose(ids, gamma, self.eos) if gamma > 0 else Proposal()
             logits, verify_event = verify(target, ids, prop, clock,
                                           "verify_forward" if speculative else "target_forward")
+            waits = target.take_waits()  # a remote target: the request's time outside the server's compute
             s0 = clock.now()
             verdict = accept(logits, prop, sampling, gen)
+            if target.logprob_rows:  # a remote target's rows are log-probs, -inf where it said nothing
+                verdict.p = logits.exp()
             sample_event = Event("target", "sample", s0, clock.now(), [verdict.token])
             with clock.off():  # display work: the text of each token, the record, stop strings
                 emitted, stop = self._cut(prop.tokens[: verdict.accepted] + [verdict.token], left, text)
-                rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text, self.inspect)
+                rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text,
+                                   self.inspect and pair.remote is None)  # a server's top-2 rows inspect nothing
                 rnd.emitted_text = text.commit(emitted)
                 if views:
                     at = len(trace.output_ids)
@@ -257,7 +262,7 @@ class Decoding:
                         seen[at + i] = view
             ids += emitted
             rollback = self._rollback(target, drafter, ids, clock, rnd.rejected)
-            rnd.events = [*prop.events, verify_event, sample_event, *rollback]
+            rnd.events = [*prop.events, *waits, verify_event, sample_event, *rollback]
             clock.check()
             trace.rounds.append(rnd)
             trace.output_ids += emitted

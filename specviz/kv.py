@@ -31,6 +31,8 @@ class KVModel:
     ``head``, when given, replaces the model's LM head (a ``CutHead``: logits over a
     subset of the vocabulary); the transformer body runs unchanged."""
 
+    logprob_rows = False  # forward() returns logits (remote.RemoteKV returns log-probs)
+
     def __init__(self, model: torch.nn.Module, device: torch.device, head=None):
         self.model = model
         self.device = device
@@ -85,6 +87,11 @@ class KVModel:
         logits = self.forward(new, keep).cpu()
         synchronize(self.device)
         return logits, start, clock.now()
+
+
+    def take_waits(self) -> list:
+        """Spans of a forward spent outside the model (a remote target's network): none here."""
+        return []
 
 
 class Clock:

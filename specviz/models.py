@@ -31,6 +31,7 @@ import torch
 from specviz import contention, convert
 from specviz.draft_head import CutHead, kept_ids, shipped_ranks, vocab_fingerprint
 from specviz.errors import BadInput, ModelError
+from specviz.kv import KVModel
 from specviz.parts import DRAFT, TARGET, Progress, assemble
 from specviz.quant import check_quant, int8_model
 
@@ -106,10 +107,11 @@ def resolve_dtype(dtype: str, device: torch.device) -> str:
 
 @dataclass
 class ModelPair:
-    """Two causal LMs that share one tokenizer, on one device in one dtype."""
+    """Two causal LMs that share one tokenizer, on one device in one dtype; or a local
+    draft and a target on a vLLM server (``remote``; then ``target`` is None)."""
 
     draft: torch.nn.Module
-    target: torch.nn.Module
+    target: torch.nn.Module | None
     tokenizer: Any
     device: torch.device
     dtype: str
@@ -121,12 +123,32 @@ class ModelPair:
     folders: tuple[Path, ...] = ()  # where the weights were loaded from (cache_usage/clear_model_cache keep them)
     _heads: dict[tuple[int, str], CutHead] = field(default_factory=dict, repr=False)
     _quantized: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
+    remote: Any = None  # a remote.RemoteTarget, connected
+
+    @property
+    def models(self) -> list[torch.nn.Module]:
+        """The models held here: both, or the draft alone when the target is remote."""
+        return [m for m in (self.draft, self.target) if m is not None]
 
     @property
     def context_length(self) -> int:
-        return min(
-            getattr(m.config, "max_position_embeddings", 1 << 30) for m in (self.draft, self.target)
-        )
+        lengths = [getattr(m.config, "max_position_embeddings", 1 << 30) for m in self.models]
+        if self.remote is not None and self.remote.max_model_len:
+            lengths.append(self.remote.max_model_len)
+        return min(lengths)
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids the models can emit (the config's vocabulary, padding rows included)."""
+        return (self.target or self.draft).config.vocab_size
+
+    def target_kv(self):
+        """A fresh target with its own cache: a KVModel, or the remote target's (remote.RemoteKV)."""
+        if self.remote is not None:
+            from specviz.remote import RemoteKV
+
+            return RemoteKV(self.remote)
+        return KVModel(self.target, self.device)
 
     @functools.cached_property
     def eos_ids(self) -> list[int]:
@@ -137,7 +159,7 @@ class ModelPair:
         tok = self.tokenizer
         if tok.eos_token_id is not None:
             ids.add(int(tok.eos_token_id))
-        for cfg in (getattr(self.target, "generation_config", None), self.target.config):
+        for cfg in ((getattr(self.target, "generation_config", None), self.target.config) if self.target else ()):
             eos = getattr(cfg, "eos_token_id", None)
             if eos is not None:
                 ids.update([eos] if isinstance(eos, int) else eos)
@@ -186,7 +208,7 @@ class ModelPair:
     def memory_bytes(self) -> int:
         """Bytes held by the weights of both models."""
         return sum(
-            p.numel() * p.element_size() for m in (self.draft, self.target) for p in m.parameters()
+            p.numel() * p.element_size() for m in self.models for p in m.parameters()
         )
 
     def describe(self) -> dict[str, Any]:
@@ -197,6 +219,7 @@ class ModelPair:
             "dtype": self.dtype,
             "weights_mb": round(self.memory_bytes() / 2**20),
             "load_ms": round(self.load_ms),
+            **({"target_url": self.remote.url} if self.remote is not None else {}),
         }
 
 
@@ -207,12 +230,50 @@ def load_pair(
     device: str = "auto",
     dtype: str = "auto",
     progress: Progress | None = None,
+    target_url: str | None = None,
+    target_model: str | None = None,
 ) -> ModelPair:
-    """Load a pair by name (``default``/``tiny``) or from two sources. Marked as heavy
-    work while it runs, so a run timed meanwhile in another thread knows (contention)."""
+    """Load a pair by name (``default``/``tiny``) or from two sources; or, with
+    ``target_url``, a local draft (``draft``, else the default pair's) and the target on
+    that vLLM server (``target_model``: the served model's name; None when it serves one).
+    Marked as heavy work while it runs, so a run timed meanwhile in another thread knows
+    (contention)."""
     label = f"loading the {pair or 'custom'} pair ({dtype})"
     with contention.heavy(label):
+        if target_url is not None:
+            return _load_remote(pair, draft, target, target_url, target_model, device, dtype, progress or _quiet)
+        if target_model is not None:
+            raise BadInput("a target model name goes with a remote target: give --target-url too", "target_model")
         return _load_pair(pair, draft, target, device, dtype, progress or _quiet)
+
+
+def _load_remote(pair, draft, target, url, model, device, dtype, progress: Progress) -> ModelPair:
+    """The draft here, the target on a server (remote.py); the server is checked first,
+    before a minute of loading."""
+    from specviz.remote import RemoteTarget
+
+    start = time.perf_counter()
+    if target is not None:
+        raise BadInput("give a local --target or a --target-url, not both", "target_url")
+    if pair not in (None, "default"):
+        raise BadInput(f"a remote target goes with the default draft or --draft, not the {pair!r} pair", "target_url")
+    remote = RemoteTarget(url, model)
+    remote.reachable()
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    source = draft or "default-draft"
+    d_dir = materialize(source, progress, dt)
+    tokenizer = _load_tokenizer(d_dir)
+    progress("Loading draft weights", 0.0)
+    d_model = _load_model(d_dir, dt, dev)
+    progress(f"Checking the remote target at {remote.url}", 0.9)
+    remote.connect(tokenizer, d_model.get_output_embeddings().weight.shape[0])
+    result = ModelPair(d_model, None, tokenizer, dev, dt, _display_name(source), f"{remote.model} (remote)",
+                       folders=(d_dir,), remote=remote)
+    _warm_up(result)
+    result.load_ms = (time.perf_counter() - start) * 1000
+    progress(f"Draft ready in {result.load_ms / 1000:.1f} s ({dt} on {dev}); target at {remote.url}", 1.0)
+    return result
 
 
 def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelPair:
@@ -267,7 +328,7 @@ def _warm_up(pair: ModelPair) -> None:
     time and not billed to the first prefill of the first run."""
     ids = torch.tensor([[0, 1]], device=pair.device)
     with torch.inference_mode():
-        for model in (pair.draft, pair.target):
+        for model in pair.models:
             model(input_ids=ids, use_cache=False, logits_to_keep=1)
 
 

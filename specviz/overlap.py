@@ -152,6 +152,7 @@ def pearl_run(pair: ModelPair, config: RunConfig, cores: tuple[int, int] = (0, 1
     prompt_ids = check(pair, cfg)
     cfg.draft, cfg.target = pair.draft_name, pair.target_name
     cfg.device, cfg.dtype = str(pair.device), pair.dtype
+    cfg.target_url = pair.remote.url if pair.remote is not None else ""
     trace = Trace(config=cfg, prompt_ids=prompt_ids, eos_ids=list(pair.eos_ids))
     cores = (int(cores[0]), int(cores[1]))
     note = _why_not_pinned(cores)
@@ -191,7 +192,7 @@ def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_
     cfg = trace.config
     eos = set(pair.eos_ids)
     clock = Clock()
-    target = KVModel(pair.target, pair.device)
+    target = pair.target_kv()
     drafter = ModelDrafter(KVModel(pair.draft, pair.device), Sampling(), torch.Generator(), clock)
     limit = min(cfg.max_new_tokens, pair.context_length - len(trace.prompt_ids))
     ids = list(trace.prompt_ids)
@@ -220,7 +221,7 @@ def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_
         emitted, stop = _cut(checked[:k] + ([own] if own is not None else []), produced, limit,
                              cfg.max_new_tokens, eos)
         sample = Event("target", "sample", s0, clock.now(), [own] if own is not None else [])
-        events = [*draft_events, verify_event, sample]
+        events = [*draft_events, *target.take_waits(), verify_event, sample]  # waits: a remote target's network
         if rejected:  # both caches back to the new sequence; the new block is thrown away
             seq = ids + emitted
             for lane, kv, dropped, keep in (("target", target, pending[k:], len(seq) - 1),

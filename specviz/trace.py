@@ -21,7 +21,8 @@ SCHEMA_VERSION = 2
 
 LANES = ("draft", "target")
 FORWARD_KINDS = frozenset({"prefill", "draft_forward", "verify_forward", "target_forward"})
-EVENT_KINDS = FORWARD_KINDS | {"sample", "rollback", "lookup"}
+# "network": a remote target's request, outside the server's compute (remote.py)
+EVENT_KINDS = FORWARD_KINDS | {"sample", "rollback", "lookup", "network"}
 
 SUMMARY_KEYS = (
     "new_tokens",
@@ -139,6 +140,7 @@ class RunConfig:
     policy: str = "constant"
     draft_vocab: int = 0  # > 0: the draft's head cut to this many most frequent ids (FR-Spec)
     draft_quant: str = "none"  # "int8": the draft's Linears dynamic int8 (quant.py)
+    target_url: str = ""  # the target on this vLLM server (remote.py); "" = a local target
 
 
 @dataclass

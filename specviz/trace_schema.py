@@ -234,6 +234,7 @@ class RunConfigModel(_Strict):
     policy: Literal[tuple(POLICIES)] = "constant"
     draft_vocab: int = Field(0, ge=0, description="> 0: the draft's head cut to this many most frequent ids")
     draft_quant: Literal[QUANTS] = "none"
+    target_url: str = Field("", max_length=2048, description="a remote target's server (remote.py); '' = local")
 
 
 class SummaryModel(_Strict):

@@ -65,6 +65,15 @@ def check_settings(config: RunConfig) -> None:
         raise BadInput("an int8 draft needs the model drafter (an n-gram lookup has no weights)", "draft_quant")
 
 
+def check_remote(config: RunConfig) -> None:
+    """What a remote target (remote.py) allows: greedy runs of the model drafter's kind.
+    A server returns top-k log-probabilities, not the whole distribution p that
+    speculative sampling needs."""
+    if config.temperature != 0:
+        raise BadInput("a remote target is greedy only: a server returns its top log-probabilities, not the whole "
+                       "distribution that speculative sampling needs; use temperature 0", "temperature")
+
+
 def encode_prompt(tokenizer, prompt: str, chat: bool) -> list[int]:
     """Token ids of the prompt, through the chat template where the model has one."""
     if chat and getattr(tokenizer, "chat_template", None):
@@ -79,6 +88,8 @@ def check(pair, config: RunConfig) -> list[int]:
     """Everything ``check_settings`` checks, plus what needs the pair; returns the
     prompt's token ids. ``pair`` is a ModelPair (its tokenizer, context and vocabulary)."""
     check_settings(config)
+    if getattr(pair, "remote", None) is not None:
+        check_remote(config)
     prompt_ids = encode_prompt(pair.tokenizer, config.prompt, config.chat)
     if len(prompt_ids) >= pair.context_length:
         raise BadInput(

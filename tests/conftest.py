@@ -18,6 +18,7 @@ import torch  # noqa: E402
 
 import specviz.drafters  # noqa: E402
 import specviz.engine  # noqa: E402
+import specviz.models  # noqa: E402
 from specviz import RunConfig, autoregressive, load_pair, speculative  # noqa: E402
 from specviz.kv import KVModel  # noqa: E402
 
@@ -107,6 +108,7 @@ def recording_kv():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(specviz.engine, "KVModel", Recorded)
+        mp.setattr(specviz.models, "KVModel", Recorded)  # ModelPair.target_kv
         mp.setattr(specviz.drafters, "KVModel", Recorded)
         yield rec
 

@@ -12,6 +12,9 @@ if ! [ -x /usr/bin/chromium ] || ! [ -d /usr/share/fonts/opentype/noto ]; then
   $sudo apt-get update -qq
   $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null
 fi
+# vLLM's CPU build, in a virtual environment of its own (it pins its own torch), for the
+# remote-target tests (tests/test_remote.py): minutes the first time, nothing after.
+python3 -m specviz.vllm_local install
 # No test may reach a model hub: everything runs offline.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec python3 -m pytest "$@"

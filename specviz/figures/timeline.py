@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, IDLE, PENDING, TARGET
+from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, IDLE, NETWORK, PENDING, TARGET
 from specviz.i18n import N_, Translator
 from specviz.marks import DRAFT_VERDICT, LABELS, round_spans, target_label
 from specviz.metrics import fmt_ms, fmt_pct, live_summary
@@ -28,6 +28,7 @@ from specviz.trace import Event, Round, Trace, is_draft_step, is_verify_step
 
 BAR_WIDTH = 0.62
 WAIT_WIDTH = 0.34
+NETWORK_PATTERN = dict(shape=".", fgcolor=TARGET, size=6, solidity=0.4)
 WAIT_PATTERN = dict(shape="/", fgcolor=IDLE, bgcolor="rgba(154,154,154,0.12)", size=7, solidity=0.35)
 MAX_ROUND_LABELS = 18
 
@@ -70,6 +71,21 @@ def idle_intervals(trace: Trace, lane: str, min_ms: float = 0.0) -> list[tuple[f
     if trace.wall_ms - t > min_ms:
         gaps.append((t, trace.wall_ms))
     return gaps
+
+
+def _subtract(span: tuple[float, float], others: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of ``span`` outside the merged intervals ``others``."""
+    s, e = span
+    out = []
+    for os_, oe in others:
+        if oe <= s or os_ >= e:
+            continue
+        if os_ > s:
+            out.append((s, os_))
+        s = max(s, oe)
+    if e > s:
+        out.append((s, e))
+    return out
 
 
 def _overlap(span: tuple[float, float], others: list[tuple[float, float]]) -> float:
@@ -147,9 +163,16 @@ def _target_bar(rnd: Round, e: Event, autoregressive: bool, tr: Translator = N_)
     return row, Bar("target", e.start_ms, e.duration_ms, f"<b>{title}</b><br>{_timing(e)}<br>{what}")
 
 
+def _network_bar(rnd: Round, e: Event, tr: Translator = N_) -> Bar:
+    head = tr(N_("round {n} · remote target: network, HTTP and queue")).format(n=rnd.index + 1)
+    what = tr(N_("the request's time outside the server's compute (from the server's own metrics)"))
+    return Bar("target", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>{what}")
+
+
 def bar_rows(trace: Trace, tr: Translator = N_) -> dict[str, list[Bar]]:
-    """Bars by row: draft passes (and lookups), target passes, prefills (each model's first pass)."""
-    rows: dict[str, list[Bar]] = {"draft": [], "target": [], "prefill": []}
+    """Bars by row: draft passes (and lookups), target passes, prefills (each model's first
+    pass), and a remote target's network spans."""
+    rows: dict[str, list[Bar]] = {"draft": [], "target": [], "prefill": [], "network": []}
     autoregressive = trace.config.mode == "autoregressive"
     for rnd in trace.rounds:
         verified = any(is_verify_step(e) for e in rnd.events)
@@ -160,6 +183,8 @@ def bar_rows(trace: Trace, tr: Translator = N_) -> dict[str, list[Bar]]:
         for e in rnd.events:
             if e.kind == "lookup":
                 rows["draft"].append(_lookup_bar(rnd, e, tr))
+            elif e.kind == "network":
+                rows["network"].append(_network_bar(rnd, e, tr))
             elif is_verify_step(e):
                 row, bar = _target_bar(rnd, e, autoregressive, tr)
                 rows[row].append(bar)
@@ -168,7 +193,7 @@ def bar_rows(trace: Trace, tr: Translator = N_) -> dict[str, list[Bar]]:
 
 IDLE_TITLE = {"draft": N_("draft idle"), "target": N_("target idle")}
 WAITING_FOR = {"draft": N_("waiting while the draft runs ({ms})"), "target": N_("waiting while the target runs ({ms})")}
-LANE_NAME = {"draft": N_("Draft"), "target": N_("Target")}
+LANE_NAME = {"draft": N_("Draft"), "target": N_("Target"), "remote": N_("Target (remote)")}
 
 
 def wait_bars(trace: Trace, lanes: list[str], tr: Translator = N_) -> list[Bar]:
@@ -177,7 +202,9 @@ def wait_bars(trace: Trace, lanes: list[str], tr: Translator = N_) -> list[Bar]:
     for lane in lanes:
         other = "target" if lane == "draft" else "draft"
         busy = busy_intervals(trace, other)
-        for s, e in idle_intervals(trace, lane):
+        network = _merge([(e.start_ms, e.end_ms) for e in trace.events if e.lane == lane and e.kind == "network"])
+        spans = [part for gap in idle_intervals(trace, lane) for part in _subtract(gap, network)]
+        for s, e in spans:
             d, o = e - s, _overlap((s, e), busy)
             why = (tr(WAITING_FOR[other]).format(ms=fmt_ms(o)) if o > 0.05 * d
                    else tr(N_("sampling, rollback and bookkeeping")))
@@ -243,7 +270,8 @@ def _lane_ticks(trace: Trace, lanes: list[str], prefix: str, tr: Translator = N_
     ticks = []
     for lane in reversed(lanes):
         frac = summary.get(f"{lane}_idle_fraction")
-        name = f"<b>{prefix}{tr(LANE_NAME[lane])}</b>"
+        label = "remote" if lane == "target" and trace.config.target_url else lane
+        name = f"<b>{prefix}{tr(LANE_NAME[label])}</b>"
         ticks.append(f"{name}<br>" + tr(N_("idle {percent}")).format(percent=fmt_pct(frac)) if frac is not None
                      else name)
     return ticks
@@ -260,6 +288,8 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
     _add_bars(fig, tr(N_("Target pass")), rows["target"], ys, where, color=TARGET, width=BAR_WIDTH, legend=legend)
     _add_bars(fig, tr(N_("Prefill")), rows["prefill"], ys, where, color=PENDING, width=BAR_WIDTH, legend=legend,
               opacity=0.55)
+    _add_bars(fig, tr(N_("Network and queue (remote target)")), rows["network"], ys, where, color=NETWORK,
+              width=BAR_WIDTH, legend=legend and bool(rows["network"]), pattern=NETWORK_PATTERN)
     _add_bars(fig, tr(N_("Waiting")), wait_bars(trace, lanes, tr), ys, where, color="rgba(0,0,0,0)",
               width=WAIT_WIDTH, legend=legend, pattern=WAIT_PATTERN)
     _add_round_starts(fig, trace, len(lanes) - 0.5, where, tr)

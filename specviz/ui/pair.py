@@ -24,7 +24,9 @@ from specviz.models import cache_dir, cache_usage, clear_model_cache
 from specviz.ui.chrome import keep_choices, recorded_traces, translator
 from specviz.ui.lang import _
 
-PAIRS = {"default": "Qwen2.5-Coder 0.5B → 1.5B", "tiny": N_("Tiny test pair (random weights)")}  # shown as _(name)
+PAIRS = {"default": "Qwen2.5-Coder 0.5B → 1.5B", "tiny": N_("Tiny test pair (random weights)"),
+         "remote": N_("Default draft → a vLLM server (remote target)")}  # shown as _(name)
+REMOTE_URL = os.environ.get("SPECVIZ_TARGET_URL", "http://127.0.0.1:8000")
 PAIR_DTYPES = {
     "auto": N_("auto (bf16 where the CPU has it)"),
     "float32": N_("float32 (token-exact)"),
@@ -42,6 +44,8 @@ LOAD_MESSAGES = (
     N_("Loading draft weights"),
     N_("Loading target weights"),
     N_("Pair ready in {seconds} s ({dtype} on {device})"),
+    N_("Checking the remote target at {url}"),
+    N_("Draft ready in {seconds} s ({dtype} on {device}); target at {url}"),
     N_("Fetching {model} (safetensors only)"),
     N_("Saving a {dtype} copy of {folder} (first {dtype} run only)"),
 )
@@ -69,15 +73,15 @@ _STAGES = (  # (message start, overall fraction before, span) for a monotonic ov
     ("converting target gguf (first run only): saving", 0.68, 0.0),
     ("checking that the tokenizers match", 0.75, 0.0),
     ("loading draft weights", 0.80, 0.0), ("loading target weights", 0.88, 0.0),
-    ("pair ready", 1.0, 0.0),
+    ("checking the remote target", 0.9, 0.0), ("pair ready", 1.0, 0.0), ("draft ready", 1.0, 0.0),
 )
 
 
 class PairLoader:
     """Loads one pair in a background thread; pages poll ``done``/``message``/``fraction``."""
 
-    def __init__(self, name: str, dtype: str):
-        self.name, self.dtype = name, dtype
+    def __init__(self, name: str, dtype: str, remote: tuple[str, str] = ()):
+        self.name, self.dtype, self.remote = name, dtype, remote
         self.message = "Starting"
         self.fraction = 0.0
         self.cold = False
@@ -101,7 +105,12 @@ class PairLoader:
     def _run(self) -> None:
         try:
             dtype = "float32" if self.name == "tiny" else self.dtype
-            self.pair = load_pair(self.name, device="auto", dtype=dtype, progress=self._progress)
+            if self.name == "remote":
+                url, model = self.remote
+                self.pair = load_pair(device="auto", dtype=dtype, progress=self._progress, target_url=url,
+                                      target_model=model or None)
+            else:
+                self.pair = load_pair(self.name, device="auto", dtype=dtype, progress=self._progress)
         except Exception as exc:  # shown to the user; SpecvizError carries a fix-it message
             self.error = exc
         finally:
@@ -117,26 +126,33 @@ class PairLoader:
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _loader(name: str, dtype: str) -> PairLoader:
-    return PairLoader(name, dtype)
+def _loader(name: str, dtype: str, remote: tuple[str, str] = ()) -> PairLoader:
+    return PairLoader(name, dtype, remote)
 
 
-def pair_key() -> tuple[str, str]:
-    """(pair name, dtype) chosen in the sidebar (or by SPECVIZ_PAIR). In server mode only an
-    offered pair, in the precision ``auto`` picks."""
+def pair_key() -> tuple[str, str, tuple[str, str]]:
+    """(pair name, dtype, (server URL, model) of a remote target or ()) chosen in the
+    sidebar (or by SPECVIZ_PAIR). In server mode only an offered pair, in the precision
+    ``auto`` picks; a remote target only once the user pressed Connect."""
     ss = st.session_state
     name = ss.get("pair_name") or env_pair()
     if name not in offered_pairs():
         name = env_pair()
+    if name == "remote":
+        return name, ss.get("pair_dtype", "auto"), tuple(ss.get("remote_target") or ())
     if name != "default":
-        return name, "float32"
-    return name, "auto" if server_mode.current().on else ss.get("pair_dtype", "auto")
+        return name, "float32", ()
+    return name, "auto" if server_mode.current().on else ss.get("pair_dtype", "auto"), ()
 
 
 def offered_pairs() -> tuple[str, ...]:
     """The pairs the sidebar offers: every named pair; in server mode, the installed ones
     the server allows (server_mode.allowed_pairs)."""
-    return tuple(n for n in server_mode.allowed_pairs(server_mode.current()) if n in PAIRS) or tuple(PAIRS)
+    server = server_mode.current()
+    if not server.on:
+        return tuple(PAIRS)
+    # a remote target is never offered on a public server: its users would make it fetch any address
+    return tuple(n for n in server_mode.allowed_pairs(server) if n in PAIRS) or ("default", "tiny")
 
 
 def env_pair() -> str:
@@ -160,8 +176,31 @@ def use_tiny() -> None:
     st.session_state["pair_name"] = "tiny"
 
 
+def current_loader() -> PairLoader | None:
+    """The chosen pair's loader (starting it), or None for a remote target not yet connected."""
+    name, dtype, remote = pair_key()
+    if name == "remote" and not remote:
+        return None
+    return _loader(name, dtype, remote)
+
+
 def retry_load() -> None:
     _loader.clear(*pair_key())
+
+
+def connect_remote() -> None:
+    """The Connect button: check the address, then (re)start the remote pair's loader."""
+    from specviz.remote import normalise_url
+
+    ss = st.session_state
+    try:
+        url = normalise_url(ss.get("remote_url") or REMOTE_URL)
+    except SpecvizError as exc:
+        ss["remote_error"] = str(exc)
+        return
+    ss.pop("remote_error", None)
+    ss["remote_target"] = (url, (ss.get("remote_model") or "").strip())
+    _loader.clear(*pair_key())  # a fresh connection, even to the same address
 
 
 def _install_command(message: str) -> str | None:
@@ -174,15 +213,20 @@ def _install_command(message: str) -> str | None:
 
 def loaded_pair() -> ModelPair | None:
     """The chosen pair if it is loaded already, else None (never loads, never waits)."""
-    loader = _loader(*pair_key())
-    return loader.pair if loader.done and loader.error is None else None
+    loader = current_loader()
+    return loader.pair if loader is not None and loader.done and loader.error is None else None
 
 
 def require_pair() -> ModelPair | None:
     """The chosen pair, loading it (with progress) if needed. Where it cannot be loaded,
     say why and how to fix it, offer the tiny pair, and return None."""
-    name, dtype = pair_key()
-    loader = _loader(name, dtype)
+    name, dtype, remote = pair_key()
+    if name == "remote" and not remote:
+        sidebar_pair(divider=False)
+        st.info(_("Give the vLLM server's address in the sidebar and press **Connect**: the draft runs here, "
+                  "the target there (greedy only). README: Bigger models."), icon=":material/dns:")
+        return None
+    loader = _loader(name, dtype, remote)
     if loader.done and loader.error is None:
         return loader.pair
     card = sidebar_pair(divider=False)  # the page waits or stops here: show the pair choice now
@@ -234,9 +278,12 @@ def _rss_mb() -> float | None:
         return None
 
 
-def _card_html(loader: PairLoader) -> str:
+def _card_html(loader: PairLoader | None) -> str:
     e = html.escape
-    if not loader.done:
+    if loader is None:
+        title, how = _("Not connected"), _("give the server's address and press Connect")
+        body = f"<b>{e(title)}</b><br><span class='sv-dim'>{e(how)}</span>"
+    elif not loader.done:
         loading = _("Loading…")
         body = (f"<b>{e(loading)}</b> {int(100 * loader.fraction)}% · {loader.elapsed:.0f} s<br>"
                 f"<span class='sv-dim'>{e(load_message(loader.message))}</span>")
@@ -251,8 +298,9 @@ def _card_html(loader: PairLoader) -> str:
             mem += " · " + _("process {gb:.1f} GB").format(gb=rss / 1024)
         draft, target = _("Draft"), _("Target")
         loaded = _("loaded in {seconds:.1f} s").format(seconds=d["load_ms"] / 1000)
+        where = f"<br><span class='sv-dim'>{e(d['target_url'])}</span>" if "target_url" in d else ""
         body = (
-            f"<b>{e(draft)}</b> {e(d['draft'])}<br><b>{e(target)}</b> {e(d['target'])}<br>"
+            f"<b>{e(draft)}</b> {e(d['draft'])}<br><b>{e(target)}</b> {e(d['target'])}{where}<br>"
             f"<span class='sv-dim'>{e(d['device'])} · {e(d['dtype'])} · {e(mem)}<br>{e(loaded)}</span>"
         )
     return f"<div class='sv-card'>{body}</div>"
@@ -276,19 +324,35 @@ def sidebar_pair(divider: bool = True):
                      format_func=lambda name: tr(PAIRS[name]),
                      key="pair_name", persist_state="session",
                      help=_("Set SPECVIZ_PAIR=tiny|default to choose at start-up."))
-        if ss["pair_name"] == "default" and not server.on:
+        if ss["pair_name"] == "remote":
+            remote_fields()
+        if ss["pair_name"] in ("default", "remote") and not server.on:
             st.selectbox(_("Precision"), list(PAIR_DTYPES), format_func=lambda d: tr(PAIR_DTYPES[d]),
                          key="pair_dtype",
                          persist_state="session", on_change=drop_other_precisions,
                          help=_("bf16 is about 2.5× faster on CPUs that compute it natively; float32 makes "
                                 "greedy speculative output token-exact against the target alone."))
         card = st.empty()
-        card.html(_card_html(_loader(*pair_key())))
+        card.html(_card_html(current_loader()))
         if server.on:
             server_note(server)
         else:
-            cache_control(_loader(*pair_key()))
+            cache_control(current_loader())
     return card
+
+
+def remote_fields() -> None:
+    """The remote target's address, model name and Connect button (never in server mode)."""
+    ss = st.session_state
+    st.text_input(_("Server address"), value=REMOTE_URL, key="remote_url",
+                  help=_("A vLLM server (OpenAI-compatible API) serving a target that shares the draft's "
+                         "tokenizer. Greedy only: a server returns its top log-probabilities, not whole "
+                         "distributions."))
+    st.text_input(_("Served model name"), key="remote_model", placeholder=_("the one model it serves"))
+    st.button(_("Connect"), key="remote_connect", icon=":material/link:", on_click=connect_remote,
+              type="primary" if not ss.get("remote_target") else "secondary")
+    if err := ss.get("remote_error"):
+        st.error(err, icon=":material/error:")
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -303,14 +367,15 @@ def _clear_cache(keep: tuple) -> None:
     st.session_state["cache_freed"] = freed
 
 
-def cache_control(loader: PairLoader) -> None:
+def cache_control(loader: PairLoader | None) -> None:
     """The model cache's size on disk, and a button that deletes the converted copies the
     loaded pair does not use (another precision's, an older conversion's)."""
     usage = _cache_usage()
     if not usage:
         return
     total = sum(usage.values())
-    keep = tuple(loader.pair.folders) if loader.done and loader.error is None and loader.pair is not None else ()
+    ready = loader is not None and loader.done and loader.error is None and loader.pair is not None
+    keep = tuple(loader.pair.folders) if ready else ()
     kept = {p.name for p in keep}
     spare = sum(v for k, v in usage.items() if k not in kept)
     with st.popover(_("Model cache: {gb:.1f} GB").format(gb=total / 2**30), icon=":material/storage:",

@@ -1,0 +1,319 @@
+"""A remote target on a real vLLM server (its CPU build, in a virtual environment of its own:
+``python -m specviz.vllm_local install``, which tests/run.sh runs), serving the default
+pair's target on loopback with vLLM's own speculative decoding on (the default draft, 4
+tokens), so the same server is the remote target and the Server page's metrics endpoint.
+
+The server starts once for this module (about 1.5 to 2 minutes on 2 cores; its start-up
+time is printed). ``SPECVIZ_TEST_VLLM_URL`` points the tests at a server already running
+instead (the same target, started with ``python -m specviz.vllm_local serve --speculate 4``).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from specviz import autoregressive, load_pair, speculative, trace_schema, vllm_local
+from specviz.cli import main as cli_main
+from specviz.errors import BadInput
+from specviz.figures.timeline import timeline_figure
+from specviz.overlap import pearl_run
+from specviz.remote import RemoteError, RemoteTarget
+from specviz.tiny import tiny_tokenizer
+from specviz.trace import RunConfig
+
+pytestmark = [pytest.mark.vllm, pytest.mark.default_pair]
+SERVER_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "server.py")
+
+PROMPTS = {
+    "code": "Write a Python function is_prime(n) that returns True when n is a prime number.",
+    "chinese": "用三句话介绍长城的历史。",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The base URL of a real vLLM server serving the default target (module docstring)."""
+    if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
+        yield url.rstrip("/")
+        return
+    if not vllm_local.installed():
+        pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.vllm_local install  "
+                    "(tests/run.sh does)")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    cmd = vllm_local.serve_command(port, vllm_local.target_folder(), speculate=4)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        try:
+            took = vllm_local.wait_ready(url, proc, timeout_s=900)
+        except RuntimeError as exc:
+            pytest.fail(f"{exc}\n--- the server's log ---\n{log.read_text(errors='replace')[-4000:]}")
+        print(f"\nvLLM served {url} after {took:.0f} s", file=sys.stderr)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def pair(server):
+    return load_pair(target_url=server, dtype="float32")
+
+
+def config(prompt: str = PROMPTS["code"], **kw) -> RunConfig:
+    base = dict(prompt=prompt, gamma=4, max_new_tokens=24, temperature=0.0)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def server_greedy(pair, prompt_ids: list[int], n: int) -> list[int]:
+    """The server's own greedy completion of the same prompt ids."""
+    r = requests.post(f"{pair.remote.url}/v1/completions", timeout=600, json={
+        "model": pair.remote.model, "prompt": prompt_ids, "max_tokens": n, "temperature": 0.0,
+        "return_token_ids": True})
+    r.raise_for_status()
+    return r.json()["choices"][0]["token_ids"]
+
+
+# --- exactness --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(PROMPTS))
+def test_speculative_output_equals_the_servers_own_greedy_completion(pair, name):
+    trace = speculative(pair, config(PROMPTS[name])).run()
+    assert trace.output_ids == server_greedy(pair, trace.prompt_ids, len(trace.output_ids))
+    assert len(trace.output_ids) == 24 or trace.stop_reason == "eos"
+    assert trace.summary["acceptance_rate"] is not None
+
+
+def test_target_alone_equals_the_servers_own_greedy_completion(pair):
+    trace = autoregressive(pair, config(max_new_tokens=12)).run()
+    assert trace.output_ids == server_greedy(pair, trace.prompt_ids, 12)
+    assert all(len(r.emitted) == 1 for r in trace.rounds)
+
+
+def test_a_draft_length_of_one_and_eight_agree(pair):
+    runs = [speculative(pair, config(gamma=g, max_new_tokens=16)).run().output_ids for g in (1, 8)]
+    assert runs[0] == runs[1]
+
+
+# --- what a remote run records and draws ----------------------------------------------------------
+
+
+def test_a_remote_run_is_recorded_and_drawn_as_remote(pair):
+    trace = speculative(pair, config(max_new_tokens=12)).run()
+    assert trace.config.target_url == pair.remote.url
+    assert trace.config.target.endswith("(remote)")
+    kinds = {e.kind for e in trace.events if e.lane == "target"}
+    assert kinds >= {"prefill", "verify_forward", "network"}, kinds  # the server's metrics split each request
+    for rnd in trace.rounds:  # the network span comes first and ends where the server's compute begins
+        net = [e for e in rnd.events if e.kind == "network"]
+        fw = [e for e in rnd.events if e.lane == "target" and e.is_forward]
+        if net:
+            assert net[0].end_ms == pytest.approx(fw[0].start_ms) and net[0].duration_ms >= 0
+    assert not any(e.kind == "rollback" and e.lane == "target" for e in trace.events)  # nothing to roll back there
+    # probabilities are the server's own (not renormalised over the few ids it returned)
+    for rnd in trace.rounds:
+        assert all(0.0 <= p <= 1.0 for p in rnd.target_probs)
+        assert all(0.0 <= m <= 1.0 for m in rnd.margin)
+    back = trace_schema.parse(json.loads(json.dumps(trace.to_dict())))  # a valid trace file, target_url and all
+    assert back.config.target_url == pair.remote.url
+    fig = timeline_figure(trace)
+    names = {t.name for t in fig.data}
+    assert "Network and queue (remote target)" in names
+    assert any("Target (remote)" in t for t in fig.layout.yaxis.ticktext)
+
+
+def test_pearl_runs_for_real_against_the_remote_target(pair):
+    """The overlap for real (issue: past one machine): the local draft drafts while the
+    server verifies, and the output is still the server's own greedy completion."""
+    run = pearl_run(pair, config(max_new_tokens=16))
+    trace = run.trace
+    assert trace.output_ids == server_greedy(pair, trace.prompt_ids, len(trace.output_ids))
+    draft = [(e.start_ms, e.end_ms) for e in trace.events if e.lane == "draft" and e.is_forward]
+    target = [(e.start_ms, e.end_ms) for e in trace.events if e.lane == "target" and e.kind == "verify_forward"]
+    overlap = sum(max(0.0, min(de, te) - max(ds, ts)) for ds, de in draft for ts, te in target)
+    assert overlap > 0  # the draft really drafted while the server verified
+
+
+# --- refusals and faults, each naming the URL ---------------------------------------------------------
+
+
+def test_sampling_is_refused(pair):
+    with pytest.raises(BadInput, match="greedy only") as e:
+        speculative(pair, config(temperature=0.8))
+    assert e.value.field == "temperature"
+
+
+def test_the_cli_refuses_sampling_before_loading(capsys):
+    code = cli_main(["generate", "--target-url", "http://127.0.0.1:9", "--prompt", "hi", "--temperature", "0.7"])
+    assert code == 2
+    assert "greedy only" in capsys.readouterr().err
+
+
+def test_a_tokenizer_that_differs_is_refused(server):
+    remote = RemoteTarget(server)
+    with pytest.raises(RemoteError, match="tokenize differently") as e:
+        remote.connect(tiny_tokenizer(), 512)
+    assert server in str(e.value)
+
+
+def test_a_model_the_server_does_not_have(server):
+    with pytest.raises(RemoteError, match="does not serve a model named 'no-such-model'") as e:
+        RemoteTarget(server, "no-such-model").reachable()
+    assert server in str(e.value) and "it serves:" in str(e.value)
+
+
+def test_connection_refused():
+    url = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(RemoteError, match="cannot connect") as e:
+        load_pair(target_url=url)
+    assert url in str(e.value)
+
+
+def test_a_timeout(pair):
+    """A verify that takes the server longer than the timeout (a real forward pass over a
+    long prompt, seconds on a CPU, against a 0.2 s limit)."""
+    remote = RemoteTarget(pair.remote.url, pair.remote.model, timeout_s=0.2)
+    long_prompt = pair.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 60)
+    with pytest.raises(RemoteError, match="did not answer /v1/completions within 0.2 s") as e:
+        remote.verify(long_prompt, [1, 2, 3], clock=None)
+    assert pair.remote.url in str(e.value)
+
+
+def test_an_http_400_carries_the_servers_message(pair):
+    too_long = [pair.tokenizer.encode("x")[0]] * (pair.remote.max_model_len + 10)
+    with pytest.raises(RemoteError, match="HTTP 400") as e:
+        pair.remote.verify(too_long, [1, 2], clock=None)
+    assert pair.remote.url in str(e.value)
+
+
+def test_a_server_that_stops_mid_run_leaves_the_run_unfinished(pair):
+    run = speculative(pair, config(max_new_tokens=24))
+    next(run)
+    url = pair.remote.url
+    try:
+        pair.remote.url = f"http://127.0.0.1:{_free_port()}"  # the server is gone
+        with pytest.raises(RemoteError, match="cannot connect"):
+            next(run)
+    finally:
+        pair.remote.url = url
+    assert not run.done and run.trace.stop_reason == "" and not run.trace.summary
+
+
+class _Plain(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server that is not vLLM: 503 for everything, or (``openai``) an
+    OpenAI-compatible server without vLLM's prompt_logprobs extension."""
+
+    openai = False
+
+    def _send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802
+        if not self.openai:
+            return self._send(503, {"error": {"message": "no backend available"}})
+        self._send(200, {"data": [{"id": "plain"}]})
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if not self.openai:
+            return self._send(503, {"error": {"message": "no backend available"}})
+        if self.path == "/tokenize":
+            return self._send(200, {"tokens": self.server.tokenizer.encode(body["prompt"], add_special_tokens=False),
+                                    "max_model_len": 4096})
+        self._send(200, {"choices": [{"text": "x", "logprobs": {"top_logprobs": [{"token_id:1": -0.1}]}}]})
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def plain_server(request, pair):
+    handler = type("Handler", (_Plain,), {"openai": request.param})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.tokenizer = pair.tokenizer
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+
+
+@pytest.mark.parametrize("plain_server", [False], indirect=True)
+def test_an_http_5xx_names_the_url(plain_server):
+    with pytest.raises(RemoteError, match="HTTP 503: no backend available") as e:
+        RemoteTarget(plain_server).reachable()
+    assert plain_server in str(e.value)
+
+
+@pytest.mark.parametrize("plain_server", [True], indirect=True)
+def test_a_server_without_prompt_logprobs_is_refused(plain_server, pair):
+    remote = RemoteTarget(plain_server)
+    remote.connect(pair.tokenizer, pair.draft_vocab_size)  # tokenizes alike, returns top log-probs
+    with pytest.raises(RemoteError, match="no prompt logprobs") as e:
+        remote.verify([1, 2, 3], [4, 5], clock=None)
+    assert plain_server in str(e.value)
+
+
+# --- the Server page, on the same server's real metrics ------------------------------------------------
+
+
+def test_the_server_page_shows_the_servers_own_speculative_decoding(server, app_tiny_only):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(SERVER_PAGE, default_timeout=120)
+    at.run()
+    at.sidebar.text_input(key="server_url").set_value(f"{server}/metrics")
+    at.sidebar.toggle(key="server_watch").set_value(True)
+    at.run()
+    assert not at.exception and not at.error
+    model = requests.get(f"{server}/v1/models", timeout=10).json()["data"][0]["id"]
+    requests.post(f"{server}/v1/completions", timeout=600, json={
+        "model": model, "prompt": "def fibonacci(n):", "max_tokens": 24, "temperature": 0.0}).raise_for_status()
+    time.sleep(0.5)
+    at.run()
+    assert not at.exception and not at.error
+    shown = {m.label: m.value for m in at.metric}
+    assert int(shown["Rounds (drafts)"].replace(",", "")) > 0
+    assert shown["Acceptance rate"].endswith("%")
+    assert float(shown["Mean acceptance length"]) >= 1.0
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_server_page_names_an_unreachable_address(app_tiny_only):
+    from streamlit.testing.v1 import AppTest
+
+    url = f"http://127.0.0.1:{_free_port()}/metrics"
+    at = AppTest.from_file(SERVER_PAGE, default_timeout=60)
+    at.run()
+    at.sidebar.text_input(key="server_url").set_value(url)
+    at.sidebar.toggle(key="server_watch").set_value(True)
+    at.run()
+    assert not at.exception
+    assert any(url in e.value for e in at.error)
