@@ -9,13 +9,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from specviz import Trace
 from specviz.i18n import gettext_for
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 ABOUT, REPLAY = "pages/about.py", "pages/replay.py"
 TIMEOUT = 90
-RECORDED = "Recorded: code-gamma4"
+TRACE_FILE = ROOT / "assets" / "traces" / "code-gamma4-greedy.json"
+RECORDED = f"Recorded: {TRACE_FILE.stem}"
+_TRACE = Trace.load(TRACE_FILE)
+ROUNDS, TOKENS = len(_TRACE.rounds), _TRACE.summary["new_tokens"]  # what the status line says at the end
 
 # One heading per topic the page explains, in English, as the page writes them.
 TOPICS = (
@@ -101,7 +105,7 @@ def test_how_it_works_has_every_topic_in_english():
 
 def test_replay_shows_a_recorded_run_in_english():
     at = _replay()
-    assert "Replay: all 16 rounds" in _status(at)
+    assert f"Replay: all {ROUNDS} rounds, {TOKENS} tokens" in _status(at)
     assert at.selectbox(key="replay_source").value == RECORDED
     assert RECORDED in at.selectbox(key="replay_source").options
     assert at.button(key="replay_play").label == "Play"
@@ -122,7 +126,8 @@ def test_replay_in_chinese():
     assert zh.selectbox(key="replay_source").options != en.selectbox(key="replay_source").options
     assert zh.button(key="replay_play").label != "Play"
     assert _round_slider(zh).label != _round_slider(en).label
-    assert "Replay: all" not in _status(zh) and "16" in _status(zh)
+    status = _zh(REPLAY_TEXTS[0]).split("{time}")[0].format(n=ROUNDS, tokens=TOKENS)
+    assert "Replay: all" not in _status(zh) and status in _status(zh), (status, _status(zh))
 
 
 def test_a_change_of_language_keeps_the_run_picked():

@@ -123,6 +123,19 @@ def _button(page, key: str):
     return page.locator(f".st-key-{key} button").filter(visible=True)  # not Streamlit's hidden sizing copy
 
 
+def _choose(page, key: str, option: str) -> None:
+    """Pick ``option`` in the selectbox with widget key ``key`` as a user of a long list does:
+    open it, type the option's text to filter the list, click the option. Streamlit draws
+    only the options in view, so one far down a long list is not in the page until then."""
+    box = page.locator(f".st-key-{key} [data-testid=stSelectbox]")
+    expect(box).to_be_visible(timeout=60_000)
+    _wait_for_run(page)
+    box.click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).click()
+    expect(box.get_by_role("combobox")).to_have_value(option)
+
+
 def _status(page):
     return page.locator(".sv-status")
 
@@ -413,14 +426,14 @@ def test_replay_slider_follows_play(server, browser):
     ctx, page = _open(browser, server, "light", path="replay")
     try:
         side = page.locator('[data-testid="stSidebar"]')
-        source = page.locator(".st-key-replay_source [data-testid=stSelectbox]")
-        expect(source).to_be_visible(timeout=60_000)
-        source.click()
-        page.get_by_role("option", name="Recorded: code-gamma4").click()
-        expect(_status(page)).to_contain_text("Replay: all 16 rounds")
+        trace = ROOT / "assets" / "traces" / "code-gamma4-greedy.json"
+        n = len(json.loads(trace.read_text(encoding="utf-8"))["rounds"])
+        assert n > 2  # Play is watched for two rounds before the end
+        _choose(page, "replay_source", f"Recorded: {trace.stem}")
+        expect(_status(page)).to_contain_text(f"Replay: all {n} rounds")
         _wait_for_run(page)
         rounds = side.get_by_role("slider", name="Show up to round")
-        expect(rounds).to_have_value("16")
+        expect(rounds).to_have_value(str(n))
 
         speed = page.locator(".st-key-replay_speed").get_by_role("slider")
         speed.focus()
@@ -430,7 +443,7 @@ def test_replay_slider_follows_play(server, browser):
 
         _button(page, "replay_restart").click()
         expect(rounds).to_have_value("0")
-        expect(_status(page)).to_contain_text("round 0 of 16")
+        expect(_status(page)).to_contain_text(f"round 0 of {n}")
         _wait_for_run(page)
 
         _button(page, "replay_play").click()
@@ -442,8 +455,8 @@ def test_replay_slider_follows_play(server, browser):
 
         speed.focus()
         speed.press("ArrowLeft")  # Fast -> Instant: the play goes on, without slow motion
-        expect(rounds).to_have_value("16", timeout=60_000)
-        expect(_status(page)).to_contain_text("Replay: all 16 rounds")
+        expect(rounds).to_have_value(str(n), timeout=60_000)
+        expect(_status(page)).to_contain_text(f"Replay: all {n} rounds")
         _wait_for_run(page)
         expect(_button(page, "replay_stop")).to_be_disabled()
         _timeline_drawn(page)

@@ -20,7 +20,7 @@ import pytest
 
 from specviz import Trace, exports
 from test_browser import (  # noqa: F401  (server and browser are fixtures)
-    ARTIFACTS, ROOT, _button, _no_exceptions, _open, _shot, _status, _wait_for_run, browser, expect, server,
+    ARTIFACTS, ROOT, _button, _choose, _no_exceptions, _open, _shot, _status, _wait_for_run, browser, expect, server,
 )
 
 pytestmark = pytest.mark.browser
@@ -36,7 +36,7 @@ PROMPT = f"{LINK} {LATEX} {SCRIPT}"  # under 90 characters: the caption shows it
 def _hostile_trace(path: Path) -> Trace:
     """A shipped trace with the payloads in the prompt, the draft's name, every proposed token,
     and the output."""
-    trace = Trace.load(ROOT / "assets" / "traces" / "code-gamma4.json")
+    trace = Trace.load(ROOT / "assets" / "traces" / "code-gamma4-greedy.json")
     trace.config.prompt = PROMPT
     trace.config.draft = IMG
     for r in trace.rounds:
@@ -47,11 +47,7 @@ def _hostile_trace(path: Path) -> Trace:
 
 
 def _upload(page, path: Path) -> None:
-    source = page.locator(".st-key-replay_source [data-testid=stSelectbox]")
-    expect(source).to_be_visible(timeout=60_000)
-    _wait_for_run(page)
-    source.click()
-    page.get_by_role("option", name="Upload a trace file…").click()
+    _choose(page, "replay_source", "Upload a trace file…")
     expect(page.get_by_text("Replay a recorded run")).to_be_visible()  # no trace on screen until the upload
     _wait_for_run(page)
     uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]')

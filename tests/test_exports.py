@@ -20,7 +20,7 @@ from specviz import figures as F
 from specviz.i18n import translate_known
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT / "assets" / "traces" / "code-gamma4.json"
+TRACE = ROOT / "assets" / "traces" / "code-gamma4-greedy.json"
 CHROMIUM = "/usr/bin/chromium"
 XSS = "</script><script>window.__xss=1</script>"
 

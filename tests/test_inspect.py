@@ -30,7 +30,16 @@ from specviz.metrics import fmt_ms
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = sorted((ROOT / "assets" / "traces").glob("*.json"))
+
+
+def _config(path: Path) -> dict:
+    """The recorded config of a shipped trace, read from its JSON."""
+    return json.loads(path.read_text(encoding="utf-8"))["config"]
+
+
+# the shipped speculative runs: a target-alone run ("autoregressive") drafts nothing to inspect
+TRACES = [p for p in sorted((ROOT / "assets" / "traces").glob("*.json")) if _config(p)["mode"] == "speculative"]
+GREEDY = [p for p in TRACES if _config(p)["temperature"] == 0]
 APP = str(ROOT / "app.py")
 PAGE = "pages/inspect.py"
 TIMEOUT = 90
@@ -243,7 +252,11 @@ def _without_rows(trace: Trace) -> Trace:
     return trace
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_greedy_and_sampling_runs_are_shipped():
+    assert GREEDY and set(TRACES) - set(GREEDY)
+
+
+@pytest.mark.parametrize("path", GREEDY, ids=lambda p: p.stem)
 def test_traces_recorded_before_the_rows_still_inspect(path):
     trace = _without_rows(Trace.load(path))
     index = inspect.default_round(trace)

@@ -25,10 +25,14 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "assets" / "traces").glob("*.json"))
 SCHEMA_FILE = ROOT / "assets" / "trace.schema.json"
+# the bases the mutations start from: speculative runs (drafts, several rounds, events), one
+# greedy with its draft ranks and one sampled; not a target-alone run, which drafts nothing
+BASE = ROOT / "assets" / "traces" / "code-gamma4-greedy.json"
+SAMPLED = ROOT / "assets" / "traces" / "prose-gamma4-sampled.json"
 
 
-def shipped(i: int = 0) -> dict:
-    return json.loads(SHIPPED[i].read_text(encoding="utf-8"))
+def shipped(path: Path = BASE) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def refused(data) -> S.BadTrace:
@@ -47,6 +51,12 @@ def refused(data) -> S.BadTrace:
 
 def test_traces_are_shipped():
     assert len(SHIPPED) >= 4
+    assert BASE in SHIPPED and SAMPLED in SHIPPED
+    base, sampled = shipped(), shipped(SAMPLED)
+    assert base["config"]["mode"] == sampled["config"]["mode"] == "speculative"
+    assert base["config"]["temperature"] == 0 and base["draft_ranks"]
+    assert sampled["config"]["temperature"] > 0
+    assert min(len(base["rounds"]), len(sampled["rounds"])) > 5
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -102,7 +112,7 @@ def test_the_published_schema_accepts_the_traces_and_refuses_bad_ones(engine_tra
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
-    for data in [shipped(i) for i in range(len(SHIPPED))] + [t.to_dict() for t in engine_traces.values()]:
+    for data in [shipped(p) for p in SHIPPED] + [t.to_dict() for t in engine_traces.values()]:
         assert not list(validator.iter_errors(json.loads(json.dumps(data))))
     data = shipped()
     data["rounds"][0]["events"][0]["kind"] = "nap"
@@ -221,7 +231,7 @@ def test_a_trace_need_not_carry_its_prompt():
     from specviz.schedules import Settings, simulate_all
     from specviz.costs import LatencyModel
 
-    for data in (shipped(), shipped(1)):
+    for data in (shipped(), shipped(SAMPLED)):
         data["config"]["prompt"] = ""
         assert Trace.from_dict(data).config.prompt == ""
     costs = LatencyModel(draft_ms={1: 10.0, 4: 14.0}, verify_ms={1: 50.0, 2: 51.0, 4: 53.0},
@@ -311,7 +321,7 @@ def test_the_replay_page_loader_refuses_with_the_field(engine_traces):
     for bad in (b'{"config": 3, "schema_version": 2}', b"[]", b"\xff"):
         with pytest.raises(BadInput):
             ui.load_trace_file(bad)
-    assert ui.load_trace_file(SHIPPED[0].read_bytes()) == Trace.load(SHIPPED[0])
+    assert ui.load_trace_file(BASE.read_bytes()) == Trace.load(BASE)
 
 
 def test_messages_translate_through_their_own_template():
@@ -347,7 +357,7 @@ def _paths(value, prefix=()):
             yield from _paths(v, (*prefix, i))
 
 
-SMALL = trace_upto(Trace.load(SHIPPED[0]), 3).to_dict()
+SMALL = trace_upto(Trace.load(BASE), 3).to_dict()
 PATHS = [p for p in _paths(SMALL) if p]
 
 
@@ -409,12 +419,12 @@ def test_validate_exits_2_and_names_each_bad_file_and_field(tmp_path, capsys):
     data["rounds"][3]["accepted"] = 99
     over.write_text(json.dumps(data), encoding="utf-8")
     n = len(data["rounds"][3]["proposed"])
-    rc = cli.main(["validate", str(SHIPPED[0]), str(bad), str(config), str(junk), str(tmp_path / "none.json"),
+    rc = cli.main(["validate", str(BASE), str(bad), str(config), str(junk), str(tmp_path / "none.json"),
                    str(over)])
     out = capsys.readouterr()
     assert rc == 2
     lines = out.out.splitlines()
-    assert lines[0].startswith(f"{SHIPPED[0]}: ok")
+    assert lines[0].startswith(f"{BASE}: ok")
     assert lines[1].startswith(f"{bad}: invalid: rounds[0].events[0].kind must be one of")
     assert lines[2] == '  rounds[3].accepted must be a whole number; got "all"'
     assert lines[3] == f'{config}: invalid: config must be a JSON object; got "gamma=4"'
