@@ -1,12 +1,15 @@
 """Parallel: the user's own greedy run, replayed under the serial, PEARL and SSD schedules."""
 
+import dataclasses
+
 import streamlit as st
 
-from specviz import BadInput
+from specviz import BadInput, SpecvizError
 from specviz import costs as C
 from specviz import figures as F
 from specviz import parallel, ui
 from specviz.metrics import fmt_ms, fmt_pct
+from specviz.overlap import pearl_run
 from specviz.schedules import FANOUT_MODES
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
@@ -120,6 +123,48 @@ st.markdown(
         verdict=verdict, sim_rounds=check.sim_rounds, real_rounds=check.real_rounds,
         rounds=_("every round the same") if check.rounds_match else _("rounds differ"),
         sim=fmt_ms(check.sim_wall_ms), real=fmt_ms(check.real_wall_ms), err=check.wall_error))
+
+# --- PEARL for real ------------------------------------------------------------------------------
+st.markdown("#### " + _("PEARL for real"))
+pair = ui.loaded_pair()
+same = pair is not None and (pair.draft_name, pair.target_name, str(pair.device), pair.dtype) == (
+    cfg.draft, cfg.target, cfg.device, cfg.dtype) and (pair.remote.url if pair.remote else "") == cfg.target_url
+gamma = settings.gamma
+real_key = (cfg.prompt, cfg.target_url, tuple(trace.output_ids), gamma)  # stable across reruns
+if not same:
+    st.caption(_("Load the pair this run was recorded with (sidebar) to run PEARL on it for real."))
+else:
+    where = (_("the draft here and the target on {url}: the draft is really free while the server verifies").format(
+        url=cfg.target_url) if cfg.target_url else
+        _("the draft and the target in two threads, each held to one CPU core: on this machine they share "
+          "its memory bandwidth"))
+    st.caption(_("Runs the same prompt under PEARL at γ = {gamma}, {where}, and compares its wall time with "
+                 "the simulation above.").format(gamma=gamma, where=where))
+    if st.button(_("Run PEARL for real at γ = {gamma}").format(gamma=gamma), key="parallel_real_run",
+                 icon=":material/play_circle:"):
+        run_cfg = dataclasses.replace(cfg, gamma=gamma, policy="constant", stop=[])
+        with st.spinner(_("Running PEARL: both models at once…")):
+            try:
+                with ENGINE_LOCK:
+                    ss["parallel_real"] = (real_key, pearl_run(pair, run_cfg))
+            except SpecvizError as exc:
+                ss.pop("parallel_real", None)
+                st.error(_("PEARL could not run: ") + str(exc), icon=":material/error:")
+if (got := ss.get("parallel_real")) is not None and got[0] == real_key:
+    real = got[1].trace
+    sim = results["pearl"]
+    err = real.wall_ms / sim.wall_ms - 1 if sim.wall_ms else 0.0
+    same_text = real.output_ids == trace.output_ids[: len(real.output_ids)]
+    cols = st.columns(4)
+    cols[0].metric(_("measured"), fmt_ms(real.wall_ms), help=_("Wall time of the real overlapped run."))
+    cols[1].metric(_("simulated"), fmt_ms(sim.wall_ms))
+    cols[2].metric(_("measured ÷ simulated"), f"{1 + err:.2f}")
+    cols[3].metric(_("same tokens as the run"), _("yes") if same_text else _("no"))
+    st.plotly_chart(F.timeline_figure(real, tr=_, title=_("PEARL, measured: {tokens} tokens in {time}").format(
+        tokens=len(real.output_ids), time=fmt_ms(real.wall_ms))), key="parallel_real_fig",
+        config={"displayModeBar": False})
+    if not got[1].pinned and got[1].note:
+        st.caption(_("Not pinned: ") + got[1].note)
 
 # --- what each schedule changes ----------------------------------------------------------------
 st.markdown("#### " + _("What each schedule changes"))

@@ -19,17 +19,22 @@ live = ss.get("live")
 # The options are fixed English keys, shown translated (format_func): a change of language
 # keeps the run picked.
 LIVE, UPLOAD = "This session's last live run", "Upload a trace file…"
+FEATURED = "code-gamma4-greedy"  # assets/traces: code at γ 4, greedy, raced against the target alone
 sources, labels = {}, {}
 if live is not None and live.trace is not None and live.sd_done:
     sources[LIVE], labels[LIVE] = (lambda: live.trace), _("This session's last Live run")
+sources[UPLOAD], labels[UPLOAD] = None, _("Upload a trace file…")  # near the top: a long list scrolls
 for path in ui.recorded_traces():
     key = f"Recorded: {path.stem}"
     sources[key], labels[key] = (lambda path=path: ui.load_trace_file(path.read_bytes())), _("Recorded: ") + path.stem
-sources[UPLOAD], labels[UPLOAD] = None, _("Upload a trace file…")
+# opens on the session's last run, else on the recorded run that shows the most (a speculative, greedy one)
+opening = next((k for k in (LIVE, f"Recorded: {FEATURED}") if k in sources),
+               next((k for k in sources if k.startswith("Recorded: ")), UPLOAD))
 
 # --- widgets in (sidebar) ---------------------------------------------------------------
 with st.sidebar:
-    st.selectbox(_("Recorded run"), list(sources), key="replay_source", format_func=labels.get,
+    st.selectbox(_("Recorded run"), list(sources), index=list(sources).index(opening), key="replay_source",
+                 format_func=labels.get,
                  help=_("Traces are JSON files: download one from the Live page's history, or record one "
                         "with the command line."))
     err_source = st.empty()

@@ -15,7 +15,7 @@ from specviz.ui import pair as ui_pair
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py", "pages/inspect.py",
-         "pages/sweep.py", "pages/theory.py", "pages/costs.py")
+         "pages/sweep.py", "pages/theory.py", "pages/costs.py", "pages/server.py")
 TIMEOUT = 90
 
 
@@ -293,8 +293,15 @@ def test_replay_page_shows_each_recorded_trace(replay_page, path):
     assert f"Replay: all {n} rounds, {tokens} tokens" in status_html(at)
     assert strip_html(at).count('class="sv-round"') == n
     assert metric(at, "Rounds") == str(n)
-    assert metric(at, "Acceptance").endswith("%")
-    assert len(charts(at)) >= 2  # timeline, per-position acceptance
+    if trace.config.mode == "speculative":
+        assert metric(at, "Acceptance").endswith("%")
+        assert len(charts(at)) >= 2  # timeline, per-position acceptance
+    else:  # a target-alone run: one token a round, nothing drafted to accept, the timeline alone
+        assert trace.config.mode == "autoregressive"
+        assert metric(at, "Tokens / round") == "1.00"
+        assert metric(at, "Acceptance") == metric(at, "Cost ratio c") == metric(at, "Draft idle") == "–"
+        assert len(charts(at)) == 1  # no acceptance chart, no race
+        assert "Speedup" not in [m.label for m in at.metric]
     assert any(trace.config.prompt[:40] in c.value for c in at.caption)
     # Start over: round 0, nothing drawn yet; Step: exactly one round.
     at.button(key="replay_restart").click().run()
@@ -316,7 +323,7 @@ def test_replay_play_moves_the_slider_round_by_round(replay_page, monkeypatch):
     from specviz.ui import replay as ui_replay
 
     at = replay_page
-    path = ui.recorded_traces()[0]
+    path = next(p for p in ui.recorded_traces() if p.stem == "code-gamma4-greedy")  # a speculative run
     n = len(ui.load_trace_file(path.read_bytes()).rounds)
     at.selectbox(key="replay_source").set_value(f"Recorded: {path.stem}").run()
     key = replay_slider(at).key

@@ -99,8 +99,9 @@ def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
     import specviz.ui.chrome as chrome
     from specviz import Trace
 
-    src = sorted((ROOT / "assets" / "traces").glob("*.json"))[0]
-    trace = Trace.load(src)
+    # a greedy speculative run, which the page would replay were its ranks kept
+    trace = Trace.load(ROOT / "assets" / "traces" / "code-gamma4-greedy.json")
+    assert trace.config.mode == "speculative" and trace.config.temperature == 0 and trace.draft_ranks
     trace.draft_ranks, trace.draft_top = [], []
     trace.save(tmp_path / "old.json")
     monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
@@ -119,14 +120,39 @@ def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page)
 
     import specviz.ui.chrome as chrome
 
-    shutil.copy(ROOT / "assets" / "traces" / "code-gamma4.json", tmp_path / "code-gamma4.json")
-    shutil.copy(ROOT / "assets" / "traces" / "code-gamma4.json", tmp_path / "code-autoregressive-greedy.json")
+    for name in ("code-gamma4-greedy.json", "code-autoregressive-greedy.json"):
+        shutil.copy(ROOT / "assets" / "traces" / name, tmp_path / name)
     monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page(page).run()
     assert not at.exception, at.exception
     options = at.selectbox(key="parallel_source" if page == PAGE else "inspect_source").options
-    assert "Recorded: code-gamma4" in options
+    assert "Recorded: code-gamma4-greedy" in options
     assert not any("autoregressive" in o for o in options)
     at.switch_page("pages/replay.py").run()
     assert "Recorded: code-autoregressive-greedy" in at.selectbox(key="replay_source").options
+
+
+def test_pearl_runs_for_real_beside_its_simulation():
+    """The page runs PEARL on the loaded pair (draft and target in two threads) and puts the
+    measured wall time beside the simulated one; the tokens are the run's own."""
+    at = _parallel(_live_run())
+    assert len(at.get("plotly_chart")) == 1
+    at.button(key="parallel_real_run").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["same tokens as the run"] == "yes"
+    ratio = float(shown["measured ÷ simulated"])
+    assert 0.05 < ratio < 20, ratio  # both are real times of the same work; the tiny pair is noisy
+    assert len(at.get("plotly_chart")) == 2  # the measured run's own timeline
+
+
+def test_pearl_for_real_needs_the_runs_pair():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page(PAGE).run()
+    at.selectbox(key="parallel_source").set_value("Recorded: code-gamma4-greedy").run()
+    assert not at.exception, at.exception
+    assert not [b for b in at.button if b.key == "parallel_real_run"]
+    assert any("Load the pair this run was recorded with" in c.value for c in at.caption)
