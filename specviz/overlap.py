@@ -143,10 +143,16 @@ def _cut(emitted: list[int], produced: int, limit: int, max_new: int, eos: set[i
     return emitted, stop
 
 
-def pearl_run(pair: ModelPair, config: RunConfig, cores: tuple[int, int] = (0, 1)) -> OverlapRun:
+def pearl_run(pair: ModelPair, config: RunConfig, cores: tuple[int, int] | None = None) -> OverlapRun:
     """Run greedy PEARL for real, the draft on ``cores[0]`` and the target on ``cores[1]``
     (module docstring). ``config`` is copied, not changed; its gamma is PEARL's constant
-    draft length. Threads are gone and torch's thread count restored on return or raise."""
+    draft length. Threads are gone and torch's thread count restored on return or raise.
+
+    Default cores: (0, 1); with a remote target (1, 0): its thread only waits for the
+    server, and a vLLM CPU server on this machine binds its worker to core 0 (its default
+    ``VLLM_CPU_OMP_THREADS_BIND=auto`` on 2 cores), so the draft takes the other one."""
+    if cores is None:
+        cores = (1, 0) if pair.remote is not None else (0, 1)
     cfg = dataclasses.replace(config, mode="speculative", stop=list(config.stop))
     _refuse(cfg)
     prompt_ids = check(pair, cfg)

@@ -162,15 +162,16 @@ def allowed_pairs(settings: ServerSettings, installed: Callable[[str], bool] | N
 def pair_installed(name: str) -> bool:
     """Whether the named pair can load without installing anything: the tiny pair always;
     the default pair when both its models are converted already or their part packages
-    are installed. Cached: looking up 28 packages is not free, and installs are rare."""
+    are installed; the app's ``remote`` choice (the default draft, a target on a server)
+    when the draft is. Cached: looking up 28 packages is not free, and installs are rare."""
     if name == "tiny":
         return True
-    if name != "default":
+    if name not in ("default", "remote"):
         return False
     from specviz.models import _cache_ok, cache_dir
     from specviz.parts import DRAFT, TARGET, find_parts
 
-    for spec in (DRAFT, TARGET):
+    for spec in (DRAFT, TARGET) if name == "default" else (DRAFT,):
         base = cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"
         if any(_cache_ok(p) for p in (base, *base.parent.glob(f"{base.name}.*"))):  # converted, in any dtype
             continue

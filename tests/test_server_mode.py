@@ -180,6 +180,10 @@ def test_pair_installed(monkeypatch, tmp_path):
         server_mode.pair_installed.cache_clear()
         monkeypatch.setattr(specviz.parts, "find_parts", lambda spec: [])
         assert server_mode.pair_installed("default")
+        server_mode.pair_installed.cache_clear()  # the remote choice needs the draft only
+        monkeypatch.setattr(specviz.parts, "find_parts",
+                            lambda spec: [] if spec.role == "draft" else missing(spec))
+        assert server_mode.pair_installed("remote") and not server_mode.pair_installed("default")
     finally:
         server_mode.pair_installed.cache_clear()
 
@@ -201,6 +205,18 @@ def test_the_app_in_server_mode(app_tiny_only, monkeypatch):
     notes = [c.value for c in at.sidebar.caption if "Server mode" in c.value]
     assert notes and "256 new tokens" in notes[0] and "5 MB" in notes[0], notes
     assert ui_pair.offered_pairs() == ("tiny",)
+
+
+def test_a_remote_target_is_never_offered_in_server_mode(app_tiny_only, monkeypatch):
+    """A public server's users must not make it connect to addresses they type."""
+    from specviz.ui import pair as ui_pair
+
+    monkeypatch.delenv("SPECVIZ_SERVER_MODE", raising=False)
+    assert "remote" in ui_pair.offered_pairs()
+    monkeypatch.setenv("SPECVIZ_SERVER_MODE", "1")
+    for configured in ("default,tiny", "remote,tiny", "remote"):
+        monkeypatch.setenv("SPECVIZ_SERVER_PAIRS", configured)
+        assert "remote" not in ui_pair.offered_pairs(), configured
 
 
 def test_a_link_over_the_servers_cap_is_refused_with_a_message(app_tiny_only, monkeypatch):

@@ -37,7 +37,8 @@ def rates_figure(scrapes: list[Scrape], height: int = 360, tr: Translator = N_) 
                              name=tr(N_("Mean acceptance length (tokens per target pass)")),
                              line=dict(color=TARGET, width=3, dash="dot")), secondary_y=True)
     fig.update_yaxes(title_text=tr(N_("acceptance rate")), range=[0, 1.02], tickformat=".0%", secondary_y=False)
-    fig.update_yaxes(title_text=tr(N_("tokens per target pass")), rangemode="tozero", secondary_y=True)
+    fig.update_yaxes(title_text=tr(N_("tokens per target pass")), rangemode="tozero", dtick=1, showgrid=False,
+                     secondary_y=True)
     fig.update_layout(height=height, margin=dict(l=8, r=8, t=40, b=30), font=dict(size=FONT_SIZE),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13)),
                       hovermode="x unified")
