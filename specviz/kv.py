@@ -25,6 +25,17 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
+def common_prefix(record: list[int], seq: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    if len(record) <= len(seq) and seq[: len(record)] == record:
+        return len(record)  # the usual case, compared at C speed
+    n = min(len(record), len(seq))
+    i = 0
+    while i < n and record[i] == seq[i]:
+        i += 1
+    return i
+
+
 class KVModel:
     """One model, one cache. Many KVModels may share the same weights.
 
@@ -47,13 +58,7 @@ class KVModel:
 
     def common_prefix(self, seq: list[int]) -> int:
         """Length of the longest common prefix of the cache record and ``seq``."""
-        if len(self.tokens) <= len(seq) and seq[: len(self.tokens)] == self.tokens:
-            return len(self.tokens)  # the usual case, compared at C speed
-        n = min(len(self.tokens), len(seq))
-        i = 0
-        while i < n and self.tokens[i] == seq[i]:
-            i += 1
-        return i
+        return common_prefix(self.tokens, seq)
 
     def rollback(self, length: int) -> int:
         """Drop cached positions >= length; returns how many were dropped."""

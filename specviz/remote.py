@@ -34,6 +34,7 @@ import requests
 import torch
 
 from specviz.errors import BadInput, ModelError
+from specviz.kv import common_prefix
 from specviz.prometheus import Scrape, scrape
 from specviz.trace import Event
 
@@ -280,16 +281,8 @@ class RemoteKV:
         self.tokens: list[int] = []
         self._waits: list = []
 
-    @property
-    def cache_len(self) -> int:
-        return len(self.tokens)
-
     def common_prefix(self, seq: list[int]) -> int:
-        n = min(len(self.tokens), len(seq))
-        i = 0
-        while i < n and self.tokens[i] == seq[i]:
-            i += 1
-        return i
+        return common_prefix(self.tokens, seq)
 
     def rollback(self, length: int) -> int:
         del self.tokens[length:]
