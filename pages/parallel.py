@@ -104,8 +104,8 @@ with numbers:
             c[1].metric(_("vs serial"), f"×{serial_ms / r.wall_ms:.2f}")
             st.metric(_("vs target alone"), f"×{alone_ms / r.wall_ms:.2f}",
                       help=_("Speedup over the target decoding alone, estimated from its one-token pass."))
-            st.caption(f"{_('idle: draft / target')}: {fmt_pct(r.draft_idle_fraction)} / "
-                       f"{fmt_pct(r.target_idle_fraction)}")
+            st.caption(_("idle: draft {draft} / target {target}").format(
+                draft=fmt_pct(r.draft_idle_fraction), target=fmt_pct(r.target_idle_fraction)))
             if key == "ssd":
                 c = st.columns(2)
                 c[0].metric(_("hit rate"), fmt_pct(r.hit_rate))

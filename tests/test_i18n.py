@@ -70,3 +70,12 @@ def test_the_compiled_catalog_translates():
 def test_language_tags_match():
     assert [match(t) for t in ("zh", "zh-CN", "zh-Hans", "zh_TW", "en-US", "fr", None, "")] == [
         "zh_CN", "zh_CN", "zh_CN", "zh_CN", "en", "en", "en", "en"]
+
+
+def test_no_message_hides_inside_an_f_string():
+    """Babel does not look inside f-strings: ``f"{_('idle')}"`` shows English in every
+    language. Every literal message must be a plain ``_("…")`` call."""
+    pattern = re.compile(r"""\bf["'][^"']*\{\s*N?_\(\s*["']""")
+    hidden = [f"{p.relative_to(ROOT)}:{i}" for folder in ("specviz", "pages") for p in sorted((ROOT / folder).rglob("*.py"))
+              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not hidden, hidden
