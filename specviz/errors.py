@@ -19,3 +19,8 @@ class BadInput(SpecvizError, ValueError):
 
 class ModelError(SpecvizError):
     """A model that cannot be found, verified or loaded, or a pair that does not fit."""
+
+
+class RemoteError(ModelError):
+    """A remote target or metrics endpoint that cannot be reached or does not answer as
+    vLLM does; the message names the URL."""

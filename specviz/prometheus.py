@@ -15,10 +15,13 @@ Between two scrapes, with Δ the growth of each counter, the names of our own tr
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+
+from specviz.errors import RemoteError
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -69,10 +72,6 @@ def parse(text: str, at_s: float = 0.0) -> Scrape:
 def scrape(url: str, timeout_s: float = 5.0, session: requests.Session | None = None) -> Scrape:
     """GET ``{url}/metrics`` (``url`` may already end in /metrics) and parse it; a
     ``RemoteError`` naming the URL when it cannot be read or is not Prometheus text."""
-    import time
-
-    from specviz.remote import RemoteError
-
     where = url.rstrip("/")
     if not where.endswith("/metrics"):
         where += "/metrics"

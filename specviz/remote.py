@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import requests
 import torch
 
-from specviz.errors import BadInput, ModelError
+from specviz.errors import BadInput, RemoteError
 from specviz.kv import common_prefix
 from specviz.prometheus import Scrape, scrape
 from specviz.trace import Event
@@ -47,11 +47,6 @@ PROBES = (  # tokenize round trips at connect time: code, prose, Chinese, chat m
 )
 INFERENCE = "vllm:request_inference_time_seconds"
 TOP = 2  # top-k log-probs asked at every position: top-1 decides, top-2 gives the margin
-
-
-class RemoteError(ModelError):
-    """A remote target that cannot be reached or does not answer as vLLM does; the
-    message names the URL."""
 
 
 def normalise_url(url: str) -> str:
@@ -94,6 +89,7 @@ class RemoteTarget:
     metrics: bool = True  # read the server's compute time from /metrics
     _session: requests.Session = field(default_factory=requests.Session, repr=False)
     _metrics_misses: int = field(default=0, repr=False)
+    _last: Scrape | None = field(default=None, repr=False)  # the latest read of /metrics
 
     def __post_init__(self) -> None:
         self.url = normalise_url(self.url)
@@ -174,7 +170,10 @@ class RemoteTarget:
                    "logprobs": TOP, "return_tokens_as_token_ids": True}
         if drafted:
             payload["prompt_logprobs"] = TOP
-        before = self._inference() if clock is not None else None
+        before = None
+        if clock is not None and self.metrics:
+            with clock.off():  # the previous request's last read, when there is one
+                before = self._last or self._inference()
         start = clock.now() if clock is not None else 0.0
         body = self._json("POST", "/v1/completions", json=payload)
         end = clock.now() if clock is not None else 0.0
@@ -229,7 +228,7 @@ class RemoteTarget:
         records a request's stats just after answering it: a few short retries."""
         for wait in (0.0, 0.005, 0.02, 0.05):
             time.sleep(wait)
-            after = self._inference()
+            after = self._last = self._inference()
             if after is None:
                 return None
             n = after.count(INFERENCE) - before.count(INFERENCE)

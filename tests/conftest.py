@@ -8,6 +8,7 @@ huggingface_hub.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -21,6 +22,16 @@ import specviz.engine  # noqa: E402
 import specviz.models  # noqa: E402
 from specviz import RunConfig, autoregressive, load_pair, speculative  # noqa: E402
 from specviz.kv import KVModel  # noqa: E402
+
+
+def stop_process(proc, grace_s: float) -> None:
+    """End a server the tests started: terminate, wait ``grace_s``, then kill."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
 
 
 @pytest.fixture(scope="session")

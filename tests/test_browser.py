@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -72,12 +73,7 @@ def server():
             time.sleep(0.3)  # between health checks only
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc, 15)
         log.close()
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import stop_process
 import requests
 
 from specviz import autoregressive, load_pair, speculative, trace_schema, vllm_local
@@ -70,11 +71,7 @@ def server(tmp_path_factory):
         print(f"\nvLLM served {url} after {took:.0f} s", file=sys.stderr)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 60)
 
 
 @pytest.fixture(scope="module")
