@@ -4,6 +4,9 @@ A ``LatencyModel`` holds, for one pair on one device in one dtype at one context
 
 * ``draft_ms[B]``: one draft forward of 1 new token for each of B sequences at once
   (B = 1 is plain drafting; B > 1 is SSD's batch of branches);
+* ``draft_read_ms[k]``: one draft forward over k new tokens of one sequence (k = 2: the
+  first pass of a round after a bonus token reads the last drafted token and the bonus;
+  SSD's glue pass reads a whole block);
 * ``verify_ms[k]``: one target forward over k new tokens (k = gamma + 1 in a verify pass,
   k = 1 for a plain autoregressive step);
 * the two prefills (each model's first pass reads the prompt) and the per-round
@@ -64,6 +67,7 @@ class LatencyModel:
 
     draft_ms: dict[int, float]  # batch of B sequences, 1 new token each -> ms
     verify_ms: dict[int, float]  # k new tokens in one target pass -> ms
+    draft_read_ms: dict[int, float] = field(default_factory=dict)  # k > 1 new tokens, 1 sequence -> ms
     draft_prefill_ms: float = 0.0
     target_prefill_ms: float = 0.0
     overhead_ms: float = 0.0  # per round, on no forward pass (sampling, rollback)
@@ -72,8 +76,18 @@ class LatencyModel:
     meta: dict[str, Any] = field(default_factory=dict)  # pair, device, dtype, measured_at, ...
 
     def draft(self, batch: int = 1) -> float:
-        """One draft forward for ``batch`` sequences."""
+        """One draft forward for ``batch`` sequences, one new token each."""
         return _interpolate(self.draft_ms, batch)
+
+    def draft_read(self, tokens: int) -> float:
+        """One draft forward over ``tokens`` new tokens of one sequence. Unmeasured (a model
+        read off an older file), a batch of as many one-token sequences stands in: the same
+        rows through every weight matrix."""
+        if tokens <= 1:
+            return self.draft(1)
+        if not self.draft_read_ms:
+            return self.draft(tokens)
+        return _interpolate({1: self.draft(1), **self.draft_read_ms}, tokens)
 
     def verify(self, tokens: int) -> float:
         """One target forward over ``tokens`` new tokens."""
@@ -88,6 +102,7 @@ class LatencyModel:
         return {
             "draft_ms": {str(k): v for k, v in sorted(self.draft_ms.items())},
             "verify_ms": {str(k): v for k, v in sorted(self.verify_ms.items())},
+            "draft_read_ms": {str(k): v for k, v in sorted(self.draft_read_ms.items())},
             "draft_prefill_ms": self.draft_prefill_ms,
             "target_prefill_ms": self.target_prefill_ms,
             "overhead_ms": self.overhead_ms,
@@ -101,6 +116,7 @@ class LatencyModel:
         return cls(
             draft_ms={int(k): float(v) for k, v in data["draft_ms"].items()},
             verify_ms={int(k): float(v) for k, v in data["verify_ms"].items()},
+            draft_read_ms={int(k): float(v) for k, v in data.get("draft_read_ms", {}).items()},
             draft_prefill_ms=float(data.get("draft_prefill_ms", 0.0)),
             target_prefill_ms=float(data.get("target_prefill_ms", 0.0)),
             overhead_ms=float(data.get("overhead_ms", 0.0)),
@@ -111,22 +127,23 @@ class LatencyModel:
 
 
 def from_trace(trace) -> LatencyModel:
-    """A latency model read off one real speculative run: its mean draft pass, its mean
-    verify pass by the number of tokens read, its two prefills and its mean bookkeeping
-    per round. Means, not medians: a replay adds passes up, and a sum is n times the mean
+    """A latency model read off one real speculative run: its mean draft pass and its
+    mean verify pass, each by the number of tokens read, its two prefills, and its
+    bookkeeping per round (the run's clock time on no forward pass: sampling, rollbacks,
+    the engine's own work between passes and rounds, spread evenly). Means, not medians: a replay adds passes up, and a sum is n times the mean
     (on a busy machine a median drops the slow passes a run really paid for). Batched draft
     costs are unknown from a run; they are taken as B times one pass (an upper bound) until
     measured (``specviz.costs.measure``)."""
-    drafts = [e.duration_ms for e in trace.events if e.kind == "draft_forward"]
+    reads: dict[int, list[float]] = {}
     by_k: dict[int, list[float]] = {}
     for e in trace.events:
-        if e.kind in ("verify_forward", "target_forward"):
+        if e.kind == "draft_forward":
+            reads.setdefault(max(1, len(e.tokens)), []).append(e.duration_ms)
+        elif e.kind in ("verify_forward", "target_forward"):
             by_k.setdefault(len(e.tokens), []).append(e.duration_ms)
+    drafts = reads.pop(1, [])
     prefill = {e.lane: e.duration_ms for e in trace.events if e.kind == "prefill"}
-    per_round = []
-    for r in trace.rounds:
-        busy = sum(e.duration_ms for e in r.events if e.is_forward)
-        per_round.append(max(0.0, r.end_ms - r.start_ms - busy))
+    busy = sum(e.duration_ms for e in trace.events if e.is_forward)
     one = statistics.fmean(drafts) if drafts else 0.0
     verify = {k: statistics.fmean(v) for k, v in by_k.items()}
     if not verify:
@@ -134,9 +151,10 @@ def from_trace(trace) -> LatencyModel:
     return LatencyModel(
         draft_ms={1: one, 2: 2 * one},
         verify_ms=verify,
+        draft_read_ms={k: statistics.fmean(v) for k, v in reads.items()},
         draft_prefill_ms=prefill.get("draft", 0.0),
         target_prefill_ms=prefill.get("target", 0.0),
-        overhead_ms=statistics.fmean(per_round) if per_round else 0.0,
+        overhead_ms=max(0.0, trace.wall_ms - busy) / len(trace.rounds) if trace.rounds else 0.0,
         context_length=len(trace.prompt_ids) + len(trace.output_ids),
         source="from a trace",
         meta={"pair": f"{trace.config.draft} -> {trace.config.target}", "device": trace.config.device,
@@ -152,6 +170,7 @@ MeasureProgress = Callable[[float, str], None]  # (fraction done 0..1, message)
 MODELS = ("draft", "target")
 VERIFY_TOKENS = tuple(range(1, 34))  # k = gamma + 1 for gamma = 0..32
 DRAFT_BATCHES = (1, 2, 4, 8, 16, 32)  # SSD's batches of branches
+DRAFT_READS = (*range(2, 10), 17, 33)  # a draft pass over k tokens: 2 after a bonus, g + 1 in SSD's glue
 CURVE_TOKENS = tuple(range(1, 33))
 CURVE_BATCHES = (1, 4, 16)
 
@@ -183,15 +202,18 @@ def default_grid(
     tokens: Iterable[int] = VERIFY_TOKENS,
     batches: Iterable[int] = DRAFT_BATCHES,
     models: Iterable[str] = MODELS,
+    reads: Iterable[int] = DRAFT_READS,
 ) -> list[GridPoint]:
     """What a LatencyModel needs: the target's verify curve (batch 1, k new tokens for each
-    k in ``tokens``) and the draft's batched step (k = 1, batch B for each B in ``batches``)."""
+    k in ``tokens``), the draft's batched step (k = 1, batch B for each B in ``batches``)
+    and its multi-token reads (batch 1, k new tokens for each k in ``reads``)."""
     models = tuple(models)
     grid: list[GridPoint] = []
     if "target" in models:
         grid += [("target", 1, int(k)) for k in tokens]
     if "draft" in models:
-        grid += [("draft", int(b), 1) for b in batches]
+        for b in batches:  # batch 1's reads beside its one-token pass: measured in this order
+            grid += [("draft", int(b), 1)] + [("draft", 1, int(k)) for k in reads if int(k) > 1 and b == 1]
     return grid
 
 
@@ -269,40 +291,41 @@ def batch_cache(cache, batch: int) -> Any:
     return out
 
 
-def time_forward(model, cache, new: list[int], batch: int, repeats: int, device) -> list[float]:
-    """``repeats`` timings (ms) of one forward of ``new`` (k tokens) for each of ``batch`` rows
-    on ``cache``, after one untimed warm-up pass. The pass keeps the logits of its k last
-    positions (``logits_to_keep=k``: a verify pass needs them all) and brings them to the
-    CPU in float32, as the engine's timed passes do; it is synchronised before and after.
-    After every pass the cache is cropped back, so every sample reads the same context:
-    on return the cache holds what it held on entry."""
+def timed_pass(model, cache, ids, device) -> float:
+    """One forward of ``ids`` ([batch, k] new tokens) on ``cache``, timed in ms: it keeps the
+    logits of its k last positions (``logits_to_keep=k``: a verify pass needs them all) and
+    brings them to the CPU in float32, as the engine's timed passes do, synchronised before
+    and after. The cache is cropped back afterwards: it holds what it held before."""
     import torch
 
     from specviz.kv import synchronize
 
+    k = ids.shape[-1]
+    before = cache.get_seq_length()
+    with torch.inference_mode():
+        synchronize(device)
+        t0 = time.perf_counter_ns()
+        out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=k)
+        out.logits[:, -k:].float().cpu()
+        synchronize(device)
+        t1 = time.perf_counter_ns()
+        del out
+        cache.crop(-k)  # transformers 5: a negative count of tokens to drop
+    if cache.get_seq_length() != before:
+        raise RuntimeError(f"the KV cache holds {cache.get_seq_length()} tokens after a crop, not {before}")
+    return (t1 - t0) / 1e6
+
+
+def time_forward(model, cache, new: list[int], batch: int, repeats: int, device) -> list[float]:
+    """``repeats`` timings (ms) of one forward of ``new`` (k tokens) for each of ``batch`` rows
+    on ``cache`` (``timed_pass``), after one untimed warm-up pass; every sample reads the
+    same context, and on return the cache holds what it held on entry."""
+    import torch
+
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    k = len(new)
-    before = cache.get_seq_length()
     ids = torch.tensor([new] * batch, dtype=torch.long, device=device)
-    times: list[float] = []
-    with torch.inference_mode():
-        for i in range(repeats + 1):
-            synchronize(device)
-            t0 = time.perf_counter_ns()
-            out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=k)
-            out.logits[:, -k:].float().cpu()
-            synchronize(device)
-            t1 = time.perf_counter_ns()
-            del out
-            cache.crop(-k)  # transformers 5: a negative count of tokens to drop
-            if cache.get_seq_length() != before:
-                raise RuntimeError(
-                    f"the KV cache holds {cache.get_seq_length()} tokens after a crop, not {before}"
-                )
-            if i:  # the first pass is the warm-up
-                times.append((t1 - t0) / 1e6)
-    return times
+    return [timed_pass(model, cache, ids, device) for _ in range(repeats + 1)][1:]
 
 
 def measure(
@@ -315,22 +338,31 @@ def measure(
     progress: MeasureProgress | None = None,
     stop: Callable[[], bool] | None = None,
     grid: Iterable[Sequence] | None = None,
+    reads: Iterable[int] = DRAFT_READS,
 ) -> list[dict[str, Any]]:
     """Forward-pass times of ``pair`` on its own device and dtype, one row per grid point:
     ``{"model", "batch", "tokens", "ms", "min_ms", "max_ms"}`` (``ms`` the median of
     ``repeats`` timed passes after one warm-up; min and max show the spread).
 
     ``grid`` is a list of (model, batch, tokens) points (``LATENCY_GRID``, ``CURVE_GRID``,
-    or any); without one it is ``default_grid(tokens, batches, models)``, the same as
+    or any); without one it is ``default_grid(tokens, batches, models, reads)``, the same as
     ``LATENCY_GRID`` with the defaults. Each model's cache is filled once with
     ``context_length`` tokens of a fixed text (``context_ids``) and copied to B identical
     rows for a batch of B; each pass appends k tokens per row and is cropped off again.
 
-    ``progress(fraction, message)`` is told before each point; ``stop()`` is asked between
-    points, and when it says True the rows measured so far are returned. The whole
-    measurement is marked as heavy work (``specviz.contention``), so a run timed meanwhile
-    in another thread knows its timings were contended."""
-    points = _normalize_grid(grid if grid is not None else default_grid(tokens, batches, models))
+    Interleaved: a warm-up sweep over every point, then ``repeats`` timed sweeps, one pass
+    per point each. On a shared machine whose speed drifts over minutes, every point's
+    median then spans the whole measurement, instead of a slow minute landing on a few
+    points (which bent the curve: a verify of 5 tokens 20% slower than the runs' own).
+
+    ``progress(fraction, message)`` is told before each pass; ``stop()`` is asked between
+    passes, and when it says True the points timed at least once so far are returned (the
+    median of their passes). The whole measurement is marked as heavy work
+    (``specviz.contention``), so a run timed meanwhile in another thread knows its timings
+    were contended."""
+    import torch
+
+    points = _normalize_grid(grid if grid is not None else default_grid(tokens, batches, models, reads))
     if context_length < 1:
         raise BadInput("context_length must be >= 1", "context_length")
     need = context_length + max((k for _, _, k in points), default=0)
@@ -339,37 +371,45 @@ def measure(
             f"measuring needs a context of {need} tokens ({context_length} + the largest pass), "
             f"but the pair handles {pair.context_length}", "context_length",
         )
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
     tell = progress or (lambda fraction, message: None)
-    # Points of one (model, batch) share one cache: group them, in order of first appearance.
-    groups: dict[tuple[str, int], list[int]] = {}
-    for model, batch, k in points:
-        groups.setdefault((model, batch), []).append(k)
     ids = context_ids(pair.tokenizer, need)
     context, following = ids[:context_length], ids[context_length:]
-    rows: list[dict[str, Any]] = []
-    total = len(points)
+    times: dict[GridPoint, list[float]] = {p: [] for p in points}
+
+    def rows() -> list[dict[str, Any]]:
+        return [{"model": m, "batch": b, "tokens": k, "ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t)}
+                for (m, b, k), t in times.items() if t]
+
+    total = (repeats + 1) * len(points)
     with contention.heavy("measuring forward-pass costs"):
         filled: dict[str, Any] = {}
-        for (name, batch), ks in groups.items():
-            if stop is not None and stop():
-                return rows
-            model = getattr(pair, name)
+        caches: dict[tuple[str, int], Any] = {}  # one per (model, batch): B copies of the context
+        for name, batch, _ in points:
             if name not in filled:
-                tell(len(rows) / total, f"Filling the {name}'s cache ({context_length} tokens)")
-                filled[name] = fill_cache(model, context, pair.device)
-            cache = batch_cache(filled[name], batch)
-            for k in ks:
                 if stop is not None and stop():
-                    return rows
+                    return []
+                tell(0.0, f"Filling the {name}'s cache ({context_length} tokens)")
+                filled[name] = fill_cache(getattr(pair, name), context, pair.device)
+            if (name, batch) not in caches:
+                caches[name, batch] = batch_cache(filled[name], batch)
+        done = 0
+        for sweep in range(repeats + 1):  # sweep 0 is the warm-up
+            for point in points:
+                if stop is not None and stop():
+                    return rows()
+                name, batch, k = point
+                what = "warming up" if sweep == 0 else f"pass {sweep} of {repeats}"
                 plural = "s" if k > 1 else ""
-                tell(len(rows) / total,
-                     f"Timing the {name}: batch {batch}, {k} new token{plural} ({len(rows) + 1}/{total})")
-                times = time_forward(model, cache, following[:k], batch, repeats, pair.device)
-                rows.append({"model": name, "batch": batch, "tokens": k, "ms": statistics.median(times),
-                             "min_ms": min(times), "max_ms": max(times)})
-            del cache
-    tell(1.0, f"Measured {total} points")
-    return rows
+                tell(done / total, f"Timing the {name}: batch {batch}, {k} new token{plural} ({what})")
+                new = torch.tensor([following[:k]] * batch, dtype=torch.long, device=pair.device)
+                ms = timed_pass(getattr(pair, name), caches[name, batch], new, pair.device)
+                if sweep:
+                    times[point].append(ms)
+                done += 1
+    tell(1.0, f"Measured {len(points)} points")
+    return rows()
 
 
 def latency_model(
@@ -380,8 +420,8 @@ def latency_model(
     meta: dict[str, Any] | None = None,
 ) -> LatencyModel:
     """A LatencyModel from measured rows: ``draft_ms[B]`` from the draft's k = 1 rows,
-    ``verify_ms[k]`` from the target's batch-1 rows (other rows, e.g. a curve grid's, are
-    ignored). The prefills and the per-round overhead are not forward passes over the fixed
+    ``draft_read_ms[k]`` from its batch-1 rows of k > 1, ``verify_ms[k]`` from the target's
+    batch-1 rows (other rows, e.g. a curve grid's, are ignored). The prefills and the per-round overhead are not forward passes over the fixed
     context, so they come from elsewhere (a trace: ``from_trace``), or stay 0.
     ``meta`` (e.g. the cache file's, from ``load_or_measure``) is kept, and gives the context
     length."""
@@ -390,6 +430,8 @@ def latency_model(
              if r["model"] == "draft" and int(r["tokens"]) == 1}
     verify = {int(r["tokens"]): float(r["ms"]) for r in rows
               if r["model"] == "target" and int(r["batch"]) == 1}
+    reads = {int(r["tokens"]): float(r["ms"]) for r in rows
+             if r["model"] == "draft" and int(r["batch"]) == 1 and int(r["tokens"]) > 1}
     if not draft:
         raise ValueError("no draft rows with 1 new token: the draft's cost is unknown")
     if not verify:
@@ -398,6 +440,7 @@ def latency_model(
     return LatencyModel(
         draft_ms=draft,
         verify_ms=verify,
+        draft_read_ms=reads,
         draft_prefill_ms=float(draft_prefill_ms),
         target_prefill_ms=float(target_prefill_ms),
         overhead_ms=float(overhead_ms),

@@ -57,7 +57,19 @@ def replay(trace: Trace, costs: LatencyModel, settings: schedules.Settings) -> d
     if (why := why_not_replayable(trace)) is not None:
         raise BadInput(f"this run cannot be replayed under other schedules: {NOT_REPLAYABLE[why]}", "trace")
     return schedules.simulate_all(trace.draft_ranks, trace.draft_top, trace.output_ids, costs, settings,
-                                  config=trace.config, prompt_ids=trace.prompt_ids)
+                                  config=trace.config, prompt_ids=trace.prompt_ids, chains=draft_chains(trace))
+
+
+def draft_chains(trace: Trace) -> dict[int, list[int]]:
+    """Output position -> the block the run's draft proposed there (its greedy chain from the
+    correct prefix, wrong tokens and an early EOS included): what a replay knows of the draft
+    past its first wrong token."""
+    chains, at = {}, 0
+    for rnd in trace.rounds:
+        if rnd.proposed and at < len(trace.output_ids):
+            chains[at] = list(rnd.proposed)
+        at += len(rnd.emitted)
+    return chains
 
 
 def replay_context(trace: Trace, pair_context: int | None = None) -> int:

@@ -10,12 +10,17 @@ under another schedule from, for every output position j:
   accepts position j exactly when ``ranks[j] == 0``;
 * ``candidates[j]``: the draft's top candidates there, best first.
 
-A draft token is known only on a correct prefix: once a block holds a wrong token, the
-draft's later tokens in that block are unknown (``UNKNOWN``), as are tokens past the end of
-the run. Every schedule stops a block right after the draft proposes an EOS, and every
-model's first pass reads the prompt (event kind ``prefill``: ``draft_prefill_ms``,
-``target_prefill_ms``); a later draft pass for B sequences costs ``costs.draft(B)``, a
-target pass reading k new tokens ``costs.verify(k)``; each round ends with
+A draft token is known on a correct prefix, and where the run itself drafted it:
+``chains[s]`` is the block the run's draft proposed from output position s (its greedy
+chain from the correct prefix there), so the draft's tokens after a wrong one are known
+for a block that starts where a recorded one did (or where a recorded one passed through
+the target's tokens). Otherwise they are unknown (``UNKNOWN``), as are tokens past the end
+of the run. Every schedule stops a block right after the draft proposes an EOS (a known
+one: a run's draft often proposes EOS after a wrong token near the end), and every model's
+first pass reads the prompt (event kind ``prefill``: ``draft_prefill_ms``,
+``target_prefill_ms``); a later draft pass for B sequences costs ``costs.draft(B)``, one
+over k tokens of one sequence ``costs.draft_read(k)``, a target pass reading k new tokens
+``costs.verify(k)``; each round ends with
 ``costs.overhead_ms`` of bookkeeping (a ``sample`` event on the target lane), then
 zero-length ``rollback`` events where a model throws tokens away.
 
@@ -23,7 +28,8 @@ zero-length ``rollback`` events where a model throws tokens away.
 left = max_new_tokens - produced, g = min(policy gamma, left - 1); the draft proposes g
 tokens, one pass each, then the target verifies them in one pass over g + 1 tokens; it keeps
 the k leading tokens of rank 0 and adds its own token (a correction, or a bonus when k == g).
-Every step waits for the one before it. The policy is ``specviz.drafters.POLICIES``'s.
+The first draft pass of a round after a bonus reads two tokens (the last drafted one, never
+fed to the draft, and the bonus). Every step waits for the one before it. The policy is ``specviz.drafters.POLICIES``'s.
 
 **PEARL** (Liu et al., ICLR 2025), followed from the reference code:
 github.com/smart-lty/ParallelSpeculativeDecoding, ``src/engine.py``,
@@ -56,7 +62,7 @@ github.com/tanishqkumar/ssd (commit 6ed3022): ``ssd/engine/draft_runner.py``
 (``SpeculatorAsync._speculation_request``: the key) and ``ssd/config.py`` (``fan_out_list``).
 The draft has its own device. A verification outcome is keyed by (k accepted tokens, the
 target's token). Each round, while the target verifies the block, the draft runs one pass
-over the block (the reference's "glue" decode, g + 1 tokens, costed as ``costs.draft(g + 1)``)
+over the block (the reference's "glue" decode, g + 1 tokens: ``costs.draft_read(g + 1)``)
 for its rows at positions p..p+g, forks F_k branches per outcome k = 0..g (the draft's top F_k
 tokens at p+k, without the drafted token when k < g: that one would have been accepted), and
 drafts gamma tokens on every branch, one batched pass of B = sum F_k sequences per step
@@ -89,7 +95,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specviz.costs import LatencyModel
@@ -160,10 +166,11 @@ class _Replay:
     costs: LatencyModel
     settings: Settings
     prompt_ids: list[int]
+    chains: dict[int, list[int]] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, ranks, candidates, tokens, costs, settings, prompt_ids) -> "_Replay":
+    def of(cls, ranks, candidates, tokens, costs, settings, prompt_ids, chains=None) -> "_Replay":
         n = len(tokens)
         if len(ranks) != n or len(candidates) != n:
             raise BadInput(f"need one rank and one candidate list per token: {n} tokens, "
@@ -172,7 +179,11 @@ class _Replay:
             raise BadInput("every position needs at least the draft's top candidate", "candidates")
         if n > settings.max_new_tokens:
             raise BadInput(f"{n} tokens exceed max_new_tokens={settings.max_new_tokens}", "max_new_tokens")
-        return cls(list(tokens), list(ranks), [list(c) for c in candidates], costs, settings, list(prompt_ids))
+        chains = {int(at): list(chain) for at, chain in (chains or {}).items() if chain}
+        if any(not 0 <= at < n for at in chains):
+            raise BadInput(f"a draft chain starts outside the {n} output positions", "chains")
+        return cls(list(tokens), list(ranks), [list(c) for c in candidates], costs, settings, list(prompt_ids),
+                   chains)
 
     @property
     def n(self) -> int:
@@ -180,15 +191,26 @@ class _Replay:
 
     def draft(self, anchor: int, start: int, g: int) -> list[int]:
         """The draft's greedy tokens at positions start..start+g-1 when the verified prefix
-        ends at ``anchor``: known while every position from ``anchor`` on is the target's
-        token; stops right after an EOS."""
+        ends at ``anchor`` (``token_at``); stops right after an EOS."""
         block: list[int] = []
         for j in range(start, start + g):
-            known = j < self.n and all(r == 0 for r in self.ranks[anchor:j])
-            block.append(self.candidates[j][0] if known else UNKNOWN)
+            block.append(self.token_at(anchor, j))
             if block[-1] in self.settings.eos_ids:
                 break
         return block
+
+    def token_at(self, anchor: int, j: int) -> int:
+        """The draft's greedy token at position j, its own tokens filling anchor..j-1: its top
+        candidate while those are all the target's; else a recorded chain's, from a start s <=
+        anchor whose tokens up to anchor are the target's (greedy: from there on it is the
+        chain from anchor); else UNKNOWN."""
+        if j < self.n and all(r == 0 for r in self.ranks[anchor:j]):
+            return self.candidates[j][0]
+        for s in range(anchor, -1, -1):
+            chain = self.chains.get(s)
+            if chain is not None and j - s < len(chain) and chain[: anchor - s] == self.tokens[s:anchor]:
+                return chain[j - s]
+        return UNKNOWN
 
     def accepted(self, start: int, block: list[int]) -> int:
         """How many leading tokens of ``block`` (at start, start+1, ...) the target accepts."""
@@ -197,12 +219,14 @@ class _Replay:
             k += 1
         return k
 
-    def draft_passes(self, t: float, count: int, batch: int = 1) -> list[Event]:
-        """``count`` draft passes for ``batch`` sequences from time t, back to back."""
+    def draft_passes(self, t: float, count: int, batch: int = 1, reads: int = 1) -> list[Event]:
+        """``count`` draft passes for ``batch`` sequences from time t, back to back; the first
+        reads ``reads`` tokens of one sequence (batch 1), the others one token per sequence."""
         events = []
-        for _ in range(count):
+        for i in range(count):
             if "draft" in self.started:
-                kind, ms, fed = "draft_forward", self.costs.draft(batch), []
+                ms = self.costs.draft_read(reads) if i == 0 and reads > 1 else self.costs.draft(batch)
+                kind, fed = "draft_forward", []
             else:
                 kind, ms, fed = "prefill", self.costs.draft_prefill_ms, list(self.prompt_ids)
                 self.started.add("draft")
@@ -254,16 +278,16 @@ def _result(name: str, run: _Replay, rounds: list[Round], wall: float, config: R
 
 def serial(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
            costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-           prompt_ids: Sequence[int] = ()) -> ScheduleResult:
+           prompt_ids: Sequence[int] = (), chains: Mapping[int, Sequence[int]] | None = None) -> ScheduleResult:
     """Draft, then verify, strictly one after the other (the engine's schedule)."""
-    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids)
+    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids, chains)
     policy = POLICIES[settings.policy](settings.gamma)
     rounds: list[Round] = []
     p, t, last = 0, 0.0, None
     while p < run.n:
         g = min(policy.next(last), settings.max_new_tokens - p - 1)
         block = run.draft(p, p, g)
-        events = run.draft_passes(t, len(block))
+        events = run.draft_passes(t, len(block), reads=2 if last is not None and last.bonus else 1)
         verify = run.target_pass(events[-1].end_ms if events else t, p, block)
         rnd = run.record(len(rounds), g, block, run.accepted(p, block), p, own=True)
         tail, t = run.bookkeeping(verify.end_ms, {"target": rnd.rejected})
@@ -276,10 +300,10 @@ def serial(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Se
 
 def pearl(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
           costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-          prompt_ids: Sequence[int] = ()) -> ScheduleResult:
+          prompt_ids: Sequence[int] = (), chains: Mapping[int, Sequence[int]] | None = None) -> ScheduleResult:
     """PEARL: pre-verify the first draft token while drafting; post-verify the previous block
     while drafting the next (see the module docstring)."""
-    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids)
+    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids, chains)
     rounds: list[Round] = []
     p, t, pending, post = 0, 0.0, [], False
     while p < run.n:
@@ -330,10 +354,10 @@ def fan_out(g: int, settings: Settings, alpha: float) -> list[int]:
 
 def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
         costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-        prompt_ids: Sequence[int] = ()) -> ScheduleResult:
+        prompt_ids: Sequence[int] = (), chains: Mapping[int, Sequence[int]] | None = None) -> ScheduleResult:
     """Speculative speculative decoding: while the target verifies, the draft pre-drafts the
     next block for the likely outcomes; on a hit it is ready at once (module docstring)."""
-    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids)
+    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids, chains)
     alpha = settings.alpha if settings.alpha is not None else run.ranks.count(0) / max(1, run.n)
     rounds: list[Round] = []
     p, t, ready = 0, 0.0, False
@@ -351,7 +375,7 @@ def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seque
         if p + len(rnd.emitted) < run.n:  # prepare the next block for the likely outcomes
             fan = fan_out(len(block), settings, alpha)
             batch = sum(fan)
-            glue = run.draft_passes(sent, 1, batch=len(block) + 1)
+            glue = run.draft_passes(sent, 1, reads=len(block) + 1)
             tree = run.draft_passes(glue[-1].end_ms, settings.gamma, batch=batch)
             events += glue + tree
             end = max(end, tree[-1].end_ms)
@@ -376,7 +400,9 @@ SCHEDULES: dict[str, Callable[..., ScheduleResult]] = {"serial": serial, "pearl"
 
 def simulate_all(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
                  costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-                 prompt_ids: Sequence[int] = ()) -> dict[str, ScheduleResult]:
+                 prompt_ids: Sequence[int] = (),
+                 chains: Mapping[int, Sequence[int]] | None = None) -> dict[str, ScheduleResult]:
     """The same greedy run under every schedule, by name."""
-    return {name: schedule(ranks, candidates, tokens, costs, settings, config=config, prompt_ids=prompt_ids)
+    return {name: schedule(ranks, candidates, tokens, costs, settings, config=config, prompt_ids=prompt_ids,
+                           chains=chains)
             for name, schedule in SCHEDULES.items()}

@@ -70,8 +70,8 @@ def point(row):
 
 def test_ready_made_grids():
     assert LATENCY_GRID == [("target", 1, k) for k in range(1, 34)] + [
-        ("draft", b, 1) for b in (1, 2, 4, 8, 16, 32)
-    ]
+        ("draft", 1, k) for k in (1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33)
+    ] + [("draft", b, 1) for b in (2, 4, 8, 16, 32)]
     assert len(CURVE_GRID) == 2 * 3 * 32 == len(set(CURVE_GRID))
     assert {(m, b) for m, b, _ in CURVE_GRID} == {(m, b) for m in ("draft", "target") for b in (1, 4, 16)}
     assert {k for _, _, k in CURVE_GRID} == set(range(1, 33))
@@ -118,8 +118,9 @@ def test_measure_gives_one_row_per_grid_point(pair):
 def test_measure_defaults_to_the_latency_grid(pair):
     rows = measure(pair, context_length=CTX, repeats=1)
     assert [point(r) for r in rows] == LATENCY_GRID
-    narrow = measure(pair, context_length=CTX, repeats=1, tokens=[1, 2], batches=[1, 8], models=["draft"])
-    assert [point(r) for r in narrow] == [("draft", 1, 1), ("draft", 8, 1)]
+    narrow = measure(pair, context_length=CTX, repeats=1, tokens=[1, 2], batches=[1, 8], models=["draft"],
+                     reads=[1, 3])
+    assert [point(r) for r in narrow] == [("draft", 1, 1), ("draft", 1, 3), ("draft", 8, 1)]
 
 
 def test_every_timed_pass_reads_exactly_the_context(pair):
@@ -168,22 +169,23 @@ def test_time_forward_leaves_the_cache_as_it_found_it(pair):
 
 
 def test_stop_keeps_what_was_measured(pair):
+    """Asked before each cache fill (2) and each pass: the warm-up sweep, then timed passes.
+    Stopped after two timed passes, the two points timed so far come back."""
     asked = []
 
     def stop():
         asked.append(1)
-        return len(asked) > 3
+        return len(asked) > 2 + len(SMALL) + 2
 
     rows = measure(pair, context_length=CTX, grid=SMALL, repeats=1, stop=stop)
-    assert 0 < len(rows) < len(SMALL)
-    assert [point(r) for r in rows] == [p for p in SMALL if p in {point(r) for r in rows}]
+    assert [point(r) for r in rows] == SMALL[:2]
     assert all(set(r) == KEYS and r["ms"] > 0 for r in rows)
     assert measure(pair, context_length=CTX, grid=SMALL, repeats=1, stop=lambda: True) == []
 
 
 def test_measuring_is_marked_as_heavy_work(pair, monkeypatch):
     labels = []
-    real = costs.time_forward
+    real = costs.timed_pass
 
     def spy(*args, **kwargs):
         from specviz import contention
@@ -192,7 +194,7 @@ def test_measuring_is_marked_as_heavy_work(pair, monkeypatch):
             labels.extend(j.label for j in contention._jobs.values() if j.end_ns is None)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(costs, "time_forward", spy)
+    monkeypatch.setattr(costs, "timed_pass", spy)
     measure(pair, context_length=CTX, grid=SMALL[:1], repeats=1)
     assert "measuring forward-pass costs" in labels
 
@@ -207,7 +209,7 @@ def test_latency_model_from_rows_interpolates():
         {"model": "target", "batch": 4, "tokens": 5, "ms": 999.0},  # a curve row: ignored
         {"model": "draft", "batch": 1, "tokens": 1, "ms": 30.0},
         {"model": "draft", "batch": 4, "tokens": 1, "ms": 60.0},
-        {"model": "draft", "batch": 1, "tokens": 3, "ms": 999.0},  # ignored
+        {"model": "draft", "batch": 1, "tokens": 3, "ms": 50.0},  # a read of 3 tokens
     ]
     lm = latency_model(rows, 200.0, 900.0, 2.5, {"context_length": 300, "device": "cpu"})
     assert isinstance(lm, LatencyModel) and lm.source == "measured"
@@ -215,6 +217,9 @@ def test_latency_model_from_rows_interpolates():
     assert lm.verify(3) == pytest.approx(120.0)
     assert lm.draft(2) == pytest.approx(40.0)
     assert lm.draft(8) == pytest.approx(100.0)  # extrapolated along the last slope
+    assert lm.draft_read_ms == {3: 50.0}
+    assert lm.draft_read(1) == 30.0 and lm.draft_read(2) == pytest.approx(40.0)  # between 1 (30) and 3 (50)
+    assert lm.draft_read(5) == pytest.approx(70.0)  # extrapolated: 10 ms a token
     assert lm.c == pytest.approx(0.3)
     assert (lm.draft_prefill_ms, lm.target_prefill_ms, lm.overhead_ms) == (200.0, 900.0, 2.5)
     assert lm.context_length == 300 and lm.meta["device"] == "cpu"
@@ -229,6 +234,7 @@ def test_latency_model_from_a_real_measurement(pair, cache_home):
     rows, meta = load_or_measure(pair, CTX, LATENCY_GRID, repeats=1)
     lm = latency_model(rows, meta=meta)
     assert sorted(lm.verify_ms) == list(range(1, 34)) and sorted(lm.draft_ms) == [1, 2, 4, 8, 16, 32]
+    assert sorted(lm.draft_read_ms) == [2, 3, 4, 5, 6, 7, 8, 9, 17, 33] and lm.draft_read(2) > 0
     assert lm.context_length == CTX and lm.verify(2.5) > 0 and lm.draft(3) > 0
     assert meta["grid"] == "latency"
 
@@ -238,6 +244,18 @@ def test_from_trace_still_works_on_a_run(tiny_pair):
     lm = from_trace(trace)
     assert lm.source == "from a trace" and lm.draft(1) > 0 and lm.verify(4) > 0
     assert lm.context_length == len(trace.prompt_ids) + len(trace.output_ids)
+    reads = {}  # the draft's passes by tokens read: one token, or two after a bonus
+    for e in trace.events:
+        if e.kind == "draft_forward":
+            reads.setdefault(len(e.tokens), []).append(e.duration_ms)
+    assert lm.draft(1) == pytest.approx(sum(reads[1]) / len(reads[1]))
+    assert lm.draft_read_ms == {k: pytest.approx(sum(v) / len(v)) for k, v in reads.items() if k > 1}
+
+
+def test_a_read_without_measured_reads_costs_a_batch():
+    lm = LatencyModel(draft_ms={1: 10.0, 4: 16.0}, verify_ms={1: 50.0})
+    assert lm.draft_read(1) == 10.0 and lm.draft_read(4) == 16.0
+    assert LatencyModel.from_dict({"draft_ms": {"1": 10.0}, "verify_ms": {"1": 50.0}}).draft_read_ms == {}
 
 
 # --- the cache ------------------------------------------------------------------------
@@ -305,7 +323,8 @@ def test_a_damaged_or_foreign_cache_file_is_measured_again(pair, cache_home, cou
 
 
 def test_a_stopped_measurement_is_returned_but_not_saved(pair, cache_home, counted):
-    rows, meta = load_or_measure(pair, CTX, SMALL, repeats=1, stop=iter([False, False, True]).__next__)
+    go_on = [False] * (2 + len(SMALL) + 1)  # two fills, the warm-up sweep, one timed pass
+    rows, meta = load_or_measure(pair, CTX, SMALL, repeats=1, stop=iter([*go_on, True]).__next__)
     assert 0 < len(rows) < len(SMALL) and meta["complete"] is False and meta["cached"] is False
     assert not (cache_home / "costs").exists() or not list((cache_home / "costs").iterdir())
     load_or_measure(pair, CTX, SMALL, repeats=1)

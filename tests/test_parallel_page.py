@@ -115,22 +115,24 @@ def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
 @pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])
 def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page):
     """A recorded target-alone run has nothing drafted: the Parallel and Inspect pages leave it
-    out of their choices (the Replay page keeps it, to race against and to replay)."""
+    out of their choices (the Replay page keeps it, to race against and to replay). The run's
+    config says what it is, not its file name."""
     import shutil
 
     import specviz.ui.chrome as chrome
 
-    for name in ("code-gamma4-greedy.json", "code-autoregressive-greedy.json"):
-        shutil.copy(ROOT / "assets" / "traces" / name, tmp_path / name)
+    traces = ROOT / "assets" / "traces"
+    shutil.copy(traces / "code-gamma4-greedy.json", tmp_path / "code-gamma4-greedy.json")
+    shutil.copy(traces / "code-autoregressive-greedy.json", tmp_path / "baseline.json")
     monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page(page).run()
     assert not at.exception, at.exception
     options = at.selectbox(key="parallel_source" if page == PAGE else "inspect_source").options
     assert "Recorded: code-gamma4-greedy" in options
-    assert not any("autoregressive" in o for o in options)
+    assert "Recorded: baseline" not in options
     at.switch_page("pages/replay.py").run()
-    assert "Recorded: code-autoregressive-greedy" in at.selectbox(key="replay_source").options
+    assert "Recorded: baseline" in at.selectbox(key="replay_source").options
 
 
 def test_pearl_runs_for_real_beside_its_simulation():

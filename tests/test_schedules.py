@@ -2,7 +2,10 @@
 
 Every expected number is worked out by hand in the comments, with a tiny latency model:
 
-    draft(B)  = 10 + 2 (B - 1) ms   one draft pass for B sequences (draft(4) = 16, draft(6) = 20)
+    draft(B)  = 10 + 2 (B - 1) ms   one draft pass for B sequences (draft(4) = 16, draft(6) = 20);
+                                    one reading k tokens of one sequence costs the same as draft(k)
+                                    (no reads measured: a batch stands in), e.g. 12 ms for the
+                                    two tokens read after a bonus
     verify(k) = 50 + k ms           one target pass reading k new tokens
     the first passes: draft prefill 30 ms, target prefill 80 ms; overhead 0 (one case: 5 ms)
 
@@ -68,23 +71,25 @@ AGREE_SETTINGS = Settings(gamma=3, max_new_tokens=10)
 def test_all_agree_serial():
     r = serial(*AGREE, COSTS, AGREE_SETTINGS)
     # R1: 3 drafts (prefill 30, then 10, 10) 0-50, the target's prefill 50-130; all 3 accepted + bonus.
-    # R2: 3 drafts 130-160, verify(4) = 54: 160-214; 4 more tokens.
-    # R3: left = 10 - 8 = 2, so g = left - 1 = 1: one draft 214-224, verify(2) = 52: 224-276; 108 + bonus 109.
+    # R2: 3 drafts, the first reading 2 tokens (102 and the bonus 103: 12), 130-162,
+    #     verify(4) = 54: 162-216; 4 more tokens.
+    # R3: left = 10 - 8 = 2, so g = left - 1 = 1: one draft after a bonus again (12) 216-228,
+    #     verify(2) = 52: 228-280; 108 + bonus 109.
     assert passes(r) == [
         [(D, PRE, 0, 30), (D, FWD, 30, 40), (D, FWD, 40, 50), (T, PRE, 50, 130)],
-        [(D, FWD, 130, 140), (D, FWD, 140, 150), (D, FWD, 150, 160), (T, VER, 160, 214)],
-        [(D, FWD, 214, 224), (T, VER, 224, 276)],
+        [(D, FWD, 130, 142), (D, FWD, 142, 152), (D, FWD, 152, 162), (T, VER, 162, 216)],
+        [(D, FWD, 216, 228), (T, VER, 228, 280)],
     ]
     assert shape(r) == [
         (3, [100, 101, 102], 3, 103, True, [100, 101, 102, 103]),
         (3, [104, 105, 106], 3, 107, True, [104, 105, 106, 107]),
         (1, [108], 1, 109, True, [108, 109]),
     ]
-    assert r.wall_ms == 276 and r.rounds == 3
-    assert r.tokens_per_second == pytest.approx(10 / 0.276)
-    # draft busy 30 + 10 + 10 + 30 + 10 = 90 ms; target busy 80 + 54 + 52 = 186 ms
-    assert r.draft_idle_fraction == pytest.approx(1 - 90 / 276)
-    assert r.target_idle_fraction == pytest.approx(1 - 186 / 276)
+    assert r.wall_ms == 280 and r.rounds == 3
+    assert r.tokens_per_second == pytest.approx(10 / 0.280)
+    # draft busy 30 + 10 + 10 + 32 + 12 = 94 ms; target busy 80 + 54 + 52 = 186 ms
+    assert r.draft_idle_fraction == pytest.approx(1 - 94 / 280)
+    assert r.target_idle_fraction == pytest.approx(1 - 186 / 280)
     assert r.hits is r.misses is r.hit_rate is r.branches_per_round is r.wasted_draft_ms is None
 
 
@@ -150,13 +155,13 @@ def test_all_agree_ssd_with_one_branch_per_outcome():
 
 def test_overhead_is_a_sample_event_that_closes_every_round():
     results = simulate_all(*AGREE, SLOW_BOOKKEEPING, AGREE_SETTINGS)
-    # 5 ms more per round, every later step shifted: serial 276 + 3 * 5, PEARL 239 + 4 * 5, SSD 278 + 3 * 5
-    assert {k: r.wall_ms for k, r in results.items()} == {"serial": 291, "pearl": 259, "ssd": 293}
-    # serial: R1 ends at 130, then its sample 130-135; R2's drafts start at 135.
+    # 5 ms more per round, every later step shifted: serial 280 + 3 * 5, PEARL 239 + 4 * 5, SSD 278 + 3 * 5
+    assert {k: r.wall_ms for k, r in results.items()} == {"serial": 295, "pearl": 259, "ssd": 293}
+    # serial: R1 ends at 130, then its sample 130-135; R2's drafts start at 135 (the first reads 2 tokens).
     samples = [[(e.lane, e.start_ms, e.end_ms) for e in r.events if e.kind == "sample"]
                for r in results["serial"].trace.rounds]
-    assert samples == [[(T, 130, 135)], [(T, 219, 224)], [(T, 286, 291)]]
-    assert passes(results["serial"])[1][0] == (D, FWD, 135, 145)
+    assert samples == [[(T, 130, 135)], [(T, 221, 226)], [(T, 290, 295)]]
+    assert passes(results["serial"])[1][0] == (D, FWD, 135, 147)
     # PEARL: R1 ends at max(50, 80) = 80, sample 80-85; R2's passes start at 85
     assert passes(results["pearl"])[1][:2] == [(D, FWD, 85, 95), (T, VER, 85, 138)]
 
@@ -399,6 +404,36 @@ def test_eos_proposal_stops_the_block():
     assert p.wall_ms == 236
 
 
+def test_a_recorded_chain_knows_the_draft_after_its_wrong_token():
+    # The run's draft proposed 1000 (wrong) then EOS from position 0. Without its chain the
+    # replay drafts 1000, U, U (3 passes, 0-50; prefill 50-130); with it the block stops at EOS:
+    # 2 passes (0-40), prefill 40-120. Either way 100 corrects it; R2 drafts 101, 102 (20 ms) and
+    # verify(3) = 53 keeps both + bonus 103.
+    run = recorded([1, 0, 0, 0])
+    settings = Settings(gamma=3, max_new_tokens=4, eos_ids=frozenset({EOS}))
+    blind = serial(*run, COSTS, settings)
+    seen = serial(*run, COSTS, settings, chains={0: [1000, EOS]})
+    assert blind.trace.rounds[0].proposed == [1000, U, U] and blind.wall_ms == 130 + 20 + 53
+    assert seen.trace.rounds[0].proposed == [1000, EOS] and seen.wall_ms == 120 + 20 + 53
+    assert passes(seen)[0] == [(D, PRE, 0, 30), (D, FWD, 30, 40), (T, PRE, 40, 120)]
+    assert [rnd.emitted for rnd in seen.trace.rounds] == [[100], [101, 102, 103]]
+
+
+def test_a_chain_through_the_targets_tokens_is_the_chain_from_there():
+    # Recorded (gamma 5) from 0: 100, 101, 102 right, 1030 wrong, then EOS. Replayed at gamma 2:
+    # R1 100, 101 + bonus 102; R2 starts at 3, where no block was recorded: the chain from 0 went
+    # through 100, 101, 102, so from 3 the draft proposes 1030 and then EOS, not an unknown token.
+    run = recorded([0, 0, 0, 1, 0, 0])
+    settings = Settings(gamma=2, max_new_tokens=6, eos_ids=frozenset({EOS}))
+    chains = {0: [100, 101, 102, 1030, EOS]}
+    assert serial(*run, COSTS, settings).trace.rounds[1].proposed == [1030, U]
+    assert serial(*run, COSTS, settings, chains=chains).trace.rounds[1].proposed == [1030, EOS]
+    # a chain whose tokens leave the target's before the block starts says nothing there
+    assert serial(*run, COSTS, settings, chains={0: [100, 999, 102, 1030, EOS]}).trace.rounds[1].proposed == [1030, U]
+    with pytest.raises(BadInput):
+        serial(*run, COSTS, settings, chains={6: [1]})
+
+
 def test_accepted_eos_ends_the_run():
     run = recorded([0, 0, 0], tokens=[100, 101, EOS])
     r = serial(*run, COSTS, Settings(gamma=4, max_new_tokens=10, eos_ids=frozenset({EOS})))
@@ -482,6 +517,22 @@ def test_timeline_figure_draws_every_schedule():
     for r in simulate_all(*ALTERNATING, COSTS, ALTERNATING_SETTINGS).values():
         fig = timeline_figure(r.trace)
         assert len(fig.data) > 0
+
+
+def test_round_labels_are_spaced_on_the_shared_axis():
+    """The three timelines share one axis: the shorter ones thin their R-labels as the longest
+    does, so labels never crowd where a schedule finished early."""
+    from specviz.figures import schedules_figure
+    from specviz.figures.timeline import MAX_ROUND_LABELS
+
+    run = recorded([0, 1] * 30)
+    results = simulate_all(*run, COSTS, Settings(gamma=2, max_new_tokens=60))
+    fig = schedules_figure(results, {n: n for n in results}, "ms")
+    axis = max(r.wall_ms for r in results.values())
+    labels = [t for t in fig.data if getattr(t, "mode", None) == "text"]
+    assert len(labels) == 3
+    for t in labels:
+        assert all(b - a >= axis / MAX_ROUND_LABELS for a, b in zip(t.x, t.x[1:]))
 
 
 @pytest.mark.parametrize("bad", [dict(gamma=0), dict(gamma=3, policy="greedy"), dict(gamma=3, fanout=0),

@@ -20,10 +20,11 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
     names = list(results)
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=[titles[n] for n in names])
+    axis = max(r.wall_ms for r in results.values())
     for row, name in enumerate(names, start=1):
-        add_timeline(fig, results[name].trace, row=row, legend=row == 1, tr=tr)
+        add_timeline(fig, results[name].trace, row=row, legend=row == 1, tr=tr, axis_ms=axis)
         fig.add_vline(x=results[name].wall_ms, line=dict(color=FINISH.get(name, TARGET), width=2), row=row, col=1)
-    base_layout(fig, height, max(r.wall_ms for r in results.values()), None)
+    base_layout(fig, height, axis, None)
     fig.update_layout(margin=dict(t=60))
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
     fig.update_xaxes(title=dict(text=axis_title, font=dict(size=13)), row=len(names), col=1)

@@ -237,9 +237,10 @@ def _add_bars(fig: go.Figure, name: str, bars: list[Bar], ys: dict[str, int], wh
     )
 
 
-def _labelled_rounds(rounds: list[Round], wall_ms: float) -> list[Round]:
-    """The rounds whose start gets an R-label: at most ~MAX_ROUND_LABELS, never overlapping."""
-    gap = max(wall_ms, 1.0) / MAX_ROUND_LABELS
+def _labelled_rounds(rounds: list[Round], axis_ms: float) -> list[Round]:
+    """The rounds whose start gets an R-label: at most ~MAX_ROUND_LABELS over an axis of
+    ``axis_ms`` (the longest timeline of a shared axis), never overlapping."""
+    gap = max(axis_ms, 1.0) / MAX_ROUND_LABELS
     labelled, last = [], -math.inf
     for r in rounds:
         if r.start_ms - last >= gap:
@@ -248,7 +249,8 @@ def _labelled_rounds(rounds: list[Round], wall_ms: float) -> list[Round]:
     return labelled
 
 
-def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, tr: Translator = N_) -> None:
+def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, axis_ms: float,
+                      tr: Translator = N_) -> None:
     """One dotted line per round start, labelled R1, R2, ... (thinned out)."""
     rounds = [r for r in trace.rounds if r.events]
     if not rounds or trace.config.mode != "speculative":
@@ -257,7 +259,7 @@ def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, tr:
     ys = [y for _ in rounds for y in (-0.5, top, None)]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=tr(N_("Round start")), hoverinfo="skip", showlegend=False,
                              line=dict(color=PENDING, width=1, dash="dot")), **where)
-    labelled = _labelled_rounds(rounds, trace.wall_ms)
+    labelled = _labelled_rounds(rounds, axis_ms)
     fig.add_trace(go.Scatter(
         x=[r.start_ms for r in labelled], y=[top] * len(labelled), mode="text",
         text=[f"R{r.index + 1}" for r in labelled], textposition="top right",
@@ -278,8 +280,9 @@ def _lane_ticks(trace: Trace, lanes: list[str], prefix: str, tr: Translator = N_
 
 
 def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: bool = True,
-                 label_prefix: str = "", tr: Translator = N_) -> None:
-    """Draw ``trace``'s lanes into ``fig`` (at subplot ``row`` if given); ``tr`` translates the text."""
+                 label_prefix: str = "", tr: Translator = N_, axis_ms: float | None = None) -> None:
+    """Draw ``trace``'s lanes into ``fig`` (at subplot ``row`` if given); ``tr`` translates the text;
+    ``axis_ms``: the shared time axis's span, when the subplots share one (default: this run's)."""
     where = dict(row=row, col=1) if row else {}
     lanes = lanes_of(trace)
     ys = {lane: i for i, lane in enumerate(reversed(lanes))}  # first lane on top
@@ -292,7 +295,7 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
               width=BAR_WIDTH, legend=legend and bool(rows["network"]), pattern=NETWORK_PATTERN)
     _add_bars(fig, tr(N_("Waiting")), wait_bars(trace, lanes, tr), ys, where, color="rgba(0,0,0,0)",
               width=WAIT_WIDTH, legend=legend, pattern=WAIT_PATTERN)
-    _add_round_starts(fig, trace, len(lanes) - 0.5, where, tr)
+    _add_round_starts(fig, trace, len(lanes) - 0.5, where, axis_ms or trace.wall_ms, tr)
     fig.update_yaxes(tickvals=list(range(len(lanes))), ticktext=_lane_ticks(trace, lanes, label_prefix, tr),
                      range=[-0.6, len(lanes) - 0.25], showgrid=False, zeroline=False, fixedrange=True, **where)
 
@@ -370,10 +373,11 @@ def race_figure(sd: Trace, ar: Trace | None, height: int = 380, tr: Translator =
     time axis, each run's finish marked. ``tr`` translates the text (default: English)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.2,
                         row_heights=[2, 1.15], subplot_titles=_race_titles(sd, ar, tr))
-    add_timeline(fig, sd, row=1, legend=False, tr=tr)  # the timeline above carries the legend
+    axis = max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0)
+    add_timeline(fig, sd, row=1, legend=False, tr=tr, axis_ms=axis)  # the timeline above carries the legend
     if ar is not None:
-        add_timeline(fig, ar, row=2, legend=False, tr=tr)
-    base_layout(fig, height, max(sd.wall_ms, ar.wall_ms if ar is not None else 0.0), None)
+        add_timeline(fig, ar, row=2, legend=False, tr=tr, axis_ms=axis)
+    base_layout(fig, height, axis, None)
     fig.update_layout(margin=dict(t=34), showlegend=False)
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
     for row, run, color in ((1, sd, ACCEPTED), (2, ar, TARGET)):

@@ -33,8 +33,11 @@ def replay_sources(speculative_only: bool = False) -> dict[str, Callable[[], Tra
 
 
 def _target_alone(path: Path) -> bool:
-    """A recorded target-alone run, by the name tools/record_traces.py gives it."""
-    return "autoregressive" in path.stem
+    """A recorded target-alone run, as its own config says (not its name); False when unreadable."""
+    try:
+        return _recorded(path, path.stat().st_mtime_ns).config.mode == "autoregressive"
+    except (BadInput, OSError):
+        return False
 
 
 MATCHED = ("prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "draft", "target",
@@ -51,14 +54,10 @@ def recorded_baseline(trace: Trace) -> Trace | None:
     sampling, length), for the Replay page's race; None when none was recorded."""
     want = {k: getattr(trace.config, k) for k in MATCHED}
     for path in recorded_traces():
-        if not _target_alone(path):
-            continue
-        try:
+        if _target_alone(path):
             ar = _recorded(path, path.stat().st_mtime_ns)
-        except (BadInput, OSError):
-            continue
-        if ar.config.mode == "autoregressive" and all(getattr(ar.config, k) == v for k, v in want.items()):
-            return ar
+            if all(getattr(ar.config, k) == v for k, v in want.items()):
+                return ar
     return None
 
 
