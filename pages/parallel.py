@@ -123,6 +123,11 @@ st.markdown(
         verdict=verdict, sim_rounds=check.sim_rounds, real_rounds=check.real_rounds,
         rounds=_("every round the same") if check.rounds_match else _("rounds differ"),
         sim=fmt_ms(check.sim_wall_ms), real=fmt_ms(check.real_wall_ms), err=check.wall_error))
+if measured and check.rounds_match and not check.ok:
+    st.caption(_("Every round is the same, so the gap is in the costs: they were measured at another time, and "
+                 "a shared machine's speed drifts by up to a fifth from one minute to the next. Timed right after "
+                 "each run instead, the same passes bring the replay within a few percent of the real runs "
+                 "(bench/schedules_check.py)."))
 
 # --- PEARL for real ------------------------------------------------------------------------------
 st.markdown("#### " + _("PEARL for real"))

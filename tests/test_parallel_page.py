@@ -158,3 +158,42 @@ def test_pearl_for_real_needs_the_runs_pair():
     assert not at.exception, at.exception
     assert not [b for b in at.button if b.key == "parallel_real_run"]
     assert any("Load the pair this run was recorded with" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, scale):
+    """A recorded run replayed with this machine's cached costs: the run's own passes (scale 1)
+    agree; the same passes half as slow again (a machine that drifted) do not, and the page
+    says the gap is in the costs, since every round is the same."""
+    import json
+    import shutil
+
+    import specviz.ui.chrome as chrome
+    from specviz import Trace, costs, parallel
+
+    traces, cache = tmp_path / "traces", tmp_path / "cache"
+    traces.mkdir()
+    shutil.copy(ROOT / "assets" / "traces" / "code-gamma4-greedy.json", traces / "run.json")
+    trace = Trace.load(traces / "run.json")
+    own, cfg, ctx = costs.from_trace(trace), trace.config, parallel.replay_context(trace)
+    cost = {"target": lambda b, k: own.verify(k), "draft": lambda b, k: own.draft(b) if k == 1 else own.draft_read(k)}
+    rows = [{"model": m, "batch": b, "tokens": k, "ms": scale * cost[m](b, k), "min_ms": 0, "max_ms": 0}
+            for m, b, k in costs.LATENCY_GRID]
+    name = costs.cache_file_name(cfg.draft, cfg.target, cfg.device, cfg.dtype, ctx, "latency")
+    (cache / "costs").mkdir(parents=True)
+    (cache / "costs" / name).write_text(json.dumps({
+        "format": costs.COSTS_FORMAT, "draft": cfg.draft, "target": cfg.target, "device": cfg.device,
+        "dtype": cfg.dtype, "context_length": ctx, "measured_at": "2026-12-01T12:00:00+00:00", "rows": rows}))
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(cache))
+    monkeypatch.setattr(chrome, "TRACES_DIR", traces)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    captions = " ".join(c.value for c in at.caption)
+    assert "measured on this machine on 2026-12-01T12:00:00" in captions
+    assert "every round the same" in text
+    if scale == 1.0:
+        assert "agrees with the real run" in text and "the gap is in the costs" not in captions
+    else:
+        assert "does not agree" in text and "the gap is in the costs" in captions
