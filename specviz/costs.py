@@ -316,18 +316,6 @@ def timed_pass(model, cache, ids, device) -> float:
     return (t1 - t0) / 1e6
 
 
-def time_forward(model, cache, new: list[int], batch: int, repeats: int, device) -> list[float]:
-    """``repeats`` timings (ms) of one forward of ``new`` (k tokens) for each of ``batch`` rows
-    on ``cache`` (``timed_pass``), after one untimed warm-up pass; every sample reads the
-    same context, and on return the cache holds what it held on entry."""
-    import torch
-
-    if repeats < 1:
-        raise ValueError("repeats must be >= 1")
-    ids = torch.tensor([new] * batch, dtype=torch.long, device=device)
-    return [timed_pass(model, cache, ids, device) for _ in range(repeats + 1)][1:]
-
-
 def measure(
     pair,
     context_length: int = 300,
@@ -377,6 +365,8 @@ def measure(
     ids = context_ids(pair.tokenizer, need)
     context, following = ids[:context_length], ids[context_length:]
     times: dict[GridPoint, list[float]] = {p: [] for p in points}
+    inputs = {(m, b, k): torch.tensor([following[:k]] * b, dtype=torch.long, device=pair.device)
+              for m, b, k in points}
 
     def rows() -> list[dict[str, Any]]:
         return [{"model": m, "batch": b, "tokens": k, "ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t)}
@@ -403,8 +393,7 @@ def measure(
                 what = "warming up" if sweep == 0 else f"pass {sweep} of {repeats}"
                 plural = "s" if k > 1 else ""
                 tell(done / total, f"Timing the {name}: batch {batch}, {k} new token{plural} ({what})")
-                new = torch.tensor([following[:k]] * batch, dtype=torch.long, device=pair.device)
-                ms = timed_pass(getattr(pair, name), caches[name, batch], new, pair.device)
+                ms = timed_pass(getattr(pair, name), caches[name, batch], inputs[point], pair.device)
                 if sweep:
                     times[point].append(ms)
                 done += 1

@@ -25,7 +25,7 @@ from specviz.costs import (
     load_or_measure,
     measure,
     safe_name,
-    time_forward,
+    timed_pass,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -148,14 +148,15 @@ def test_every_timed_pass_reads_exactly_the_context(pair):
     assert len(rows) == len(SMALL)
 
 
-def test_time_forward_leaves_the_cache_as_it_found_it(pair):
+def test_a_timed_pass_leaves_the_cache_as_it_found_it(pair):
     ids = context_ids(pair.tokenizer, CTX + 5)
     cache = fill_cache(pair.target, ids[:CTX], pair.device)
     copy4 = batch_cache(cache, 4)
-    times = time_forward(pair.target, cache, ids[CTX:], 1, 3, pair.device)
+    times = [timed_pass(pair.target, cache, torch.tensor([ids[CTX:]]), pair.device) for _ in range(3)]
     assert len(times) == 3 and all(t > 0 for t in times)
     assert cache.get_seq_length() == CTX
-    time_forward(pair.target, copy4, ids[CTX:], 4, 2, pair.device)
+    for _ in range(2):
+        timed_pass(pair.target, copy4, torch.tensor([ids[CTX:]] * 4), pair.device)
     assert copy4.get_seq_length() == CTX
     # Not only the length: the same content, so the next pass computes what a fresh cache gives.
     fresh = fill_cache(pair.target, ids[:CTX], pair.device)
