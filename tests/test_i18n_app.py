@@ -88,7 +88,9 @@ def _status(at: AppTest) -> str:
 
 
 def _figures(at: AppTest) -> str:
-    return " ".join(c.proto.spec for c in at.get("plotly_chart"))
+    """The page's plotly figures as decoded text: plotly writes non-ASCII as \\uXXXX escapes
+    unless orjson is installed, so the JSON is parsed and written again unescaped."""
+    return " ".join(json.dumps(json.loads(c.proto.spec), ensure_ascii=False) for c in at.get("plotly_chart"))
 
 
 def test_live_page_in_chinese():
