@@ -66,6 +66,17 @@ def translate_known(message: str, templates: Iterable[str], tr: Translator,
     return message
 
 
+MILLISECONDS = N_("{ms} ms")  # a duration's unit words: 毫秒 and 秒 in Chinese (docs/glossary.md)
+SECONDS = N_("{s} s")
+
+
+def in_units(duration: str, tr: Translator = N_) -> str:
+    """A duration as ``specviz.metrics.fmt_ms`` writes it ("0.8 ms", "1.24 s") with ``tr``'s unit
+    words ("0.8 毫秒", "1.24 秒"); other text (the dash of a missing value) as it is. A span
+    takes a template itself: ``tr(MILLISECONDS).format(ms="3.1–5.2")``."""
+    return translate_known(duration, (MILLISECONDS, SECONDS), tr)
+
+
 def catalog_path(lang: str) -> Path:
     return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
 
