@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 
 from specviz import costs, load_pair, speculative
+from specviz.contention import Contention, describe, merged
 from specviz.overlap import pearl_run
 from specviz.parallel import replay, settings_for
 from specviz.trace import RunConfig
@@ -243,10 +244,10 @@ def main() -> None:
     if meta:
         print(f"measured costs: {'cached' if meta.get('cached') else 'measured now'} ({meta.get('measured_at')}, "
               f"{meta.get('threads')} threads, context {meta.get('context_length')}, contention "
-              f"{meta.get('contention') or 'none'}): draft(1) {meas.draft(1):.1f} ms, verify(1) "
+              f"{describe(Contention.of(c) for c in meta.get('contention', [])) or 'none'}): draft(1) {meas.draft(1):.1f} ms, verify(1) "
               f"{meas.verify(1):.1f} ms, verify({max(args.gammas) + 1}) {meas.verify(max(args.gammas) + 1):.1f} ms")
-    contended = sorted({c for v in runs.values() for ts in v.values() for t in ts for c in t.contention})
-    print(f"heavy work in this process during timed runs: {contended or 'none'}; "
+    contended = merged(c for v in runs.values() for ts in v.values() for t in ts for c in t.contention)
+    print(f"contention during timed runs: {describe(contended) or 'none'}; "
           f"load average after: {os.getloadavg() if hasattr(os, 'getloadavg') else None} "
           "(other processes: the 'others' column)")
 

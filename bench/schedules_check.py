@@ -29,6 +29,7 @@ import statistics
 
 from specviz import costs as C
 from specviz import parallel
+from specviz.contention import Contention, describe
 from specviz.engine import speculative
 from specviz.models import load_pair
 from specviz.trace import RunConfig, Trace
@@ -120,7 +121,8 @@ def main() -> None:
         print(f"wall-time error, costs {how}: median {statistics.median(errs):+.1%}, "
               f"from {min(errs):+.1%} to {max(errs):+.1%}; {inside} of {cells} within ±10%")
     for ctx, (_, meta) in sorted(measured.items()):
-        busy = f"; other heavy work meanwhile: {meta['contention']}" if meta.get("contention") else ""
+        busy = (f"; other work meanwhile: {describe(Contention.of(c) for c in meta['contention'])}"
+                if meta.get("contention") else "")
         print(f"cached costs at context {ctx}: {'cached' if meta['cached'] else 'measured'} "
               f"{meta['measured_at']}{busy}")
 

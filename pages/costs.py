@@ -8,6 +8,7 @@ import streamlit as st
 from specviz import BadInput
 from specviz import costs as C
 from specviz import theory, ui
+from specviz.contention import Contention, describe
 from specviz.drafters import MAX_GAMMA
 from specviz.figures import theory as FT
 from specviz.metrics import fmt_ms
@@ -80,8 +81,9 @@ else:
              "per point).").format(when=meta.get("measured_at", "?"), device=meta.get("device", device),
                                    dtype=meta.get("dtype", pair.dtype), ctx=meta.get("context_length", ctx),
                                    repeats=meta.get("repeats", "?"))
-    if meta.get("contention"):
-        note += " " + _("Other heavy work ran meanwhile, so these timings are pessimistic.")
+    if jobs := meta.get("contention"):
+        note += " " + _("Other work ran meanwhile ({jobs}), so these timings are pessimistic.").format(
+            jobs=describe((Contention.of(c) for c in jobs), _))
     head[2].caption(note)
 
     # --- what the curve feeds: c and the refined formula --------------------------------------

@@ -15,6 +15,7 @@ import streamlit as st
 
 from specviz import RunConfig, SpecvizError, server_mode, ui
 from specviz import sweep as S
+from specviz.contention import describe
 from specviz.figures.sweep import acceptance_vs_gamma_figure, prompt_label, sweep_figure
 from specviz.metrics import fmt_ms
 from specviz.ui.controller import ENGINE_LOCK
@@ -207,7 +208,7 @@ def explain(result: S.SweepResult) -> None:
                       "step or two; more repeats narrow it."), icon=":material/info:")
         if jobs := result.contended():
             st.warning(_("Some runs were timed under contention ({jobs} ran at the same time): those timings are "
-                         "slower than the pair's own.").format(jobs="; ".join(jobs)), icon=":material/speed:")
+                         "slower than the pair's own.").format(jobs=describe(jobs, _)), icon=":material/speed:")
 
 
 def summary_line(result: S.SweepResult) -> str:

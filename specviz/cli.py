@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from specviz import metrics
+from specviz.contention import Contention, describe, merged
 from specviz.errors import BadInput, SpecvizError
 from specviz.marks import Span, printable, round_spans
 from specviz.trace import Round, RunConfig, Trace
@@ -242,10 +243,24 @@ def _stream(decoding, style: Style, quiet: bool) -> Trace:
 
 
 def _contention_note(*traces: Trace) -> str | None:
-    jobs = sorted({job for t in traces for job in t.contention})
+    jobs = merged(c for t in traces for c in t.contention)
     if not jobs:
         return None
-    return f"timed under contention ({'; '.join(jobs)} ran at the same time): timings are pessimistic"
+    return f"timed under contention ({describe(jobs)} ran at the same time): timings are pessimistic"
+
+
+def _load_text(trace: Trace) -> str:
+    return describe(trace.contention) or "none"
+
+
+def _unfair_note(sd: Trace, ar: Trace) -> str | None:
+    """When the race's two runs saw different load (specviz.race.same_load): why its speedup is no fair ratio."""
+    from specviz.race import same_load
+
+    if same_load(sd, ar):
+        return None
+    return (f"the two runs saw different load (speculative: {_load_text(sd)}; target alone: {_load_text(ar)}): "
+            "the speedup is not a fair ratio; race again on a quieter machine")
 
 
 def _compare(pair, config: RunConfig, style: Style, args: argparse.Namespace) -> None:
@@ -265,6 +280,8 @@ def _compare(pair, config: RunConfig, style: Style, args: argparse.Namespace) ->
     if not result.identical:
         print("  " + result.explanation)
     if note := _contention_note(sd, ar):
+        print("  " + style.dim(note))
+    if note := _unfair_note(sd, ar):
         print("  " + style.dim(note))
     if args.json:
         _write_json(args.json, {
@@ -392,7 +409,8 @@ def _cost_curve(args: argparse.Namespace, style: Style) -> int:
           f"passes per point · {how}, {meta.get('measured_at', '?')}")
     print(format_curve(rows))
     if jobs := meta.get("contention"):
-        print("  " + style.dim(f"measured under contention ({'; '.join(jobs)}): timings are pessimistic"))
+        jobs = describe(Contention.of(c) for c in jobs)
+        print("  " + style.dim(f"measured under contention ({jobs}): timings are pessimistic"))
     _write_json(args.json, {
         "device": device, "dtype": pair.dtype, "context_length": args.context_length,
         "draft": pair.draft_name, "target": pair.target_name, "repeats": meta.get("repeats"),
@@ -522,7 +540,7 @@ def _sweep_report(result, style: Style, args: argparse.Namespace) -> None:
             "over γ + 1 tokens to cost one target step; on this machine it costs more as γ grows (verify_ms in "
             "the JSON), and run-to-run noise moves a flat optimum."))
     if jobs := result.contended():
-        print("  " + style.dim(f"timed under contention ({'; '.join(jobs)} ran at the same time): "
+        print("  " + style.dim(f"timed under contention ({describe(jobs)} ran at the same time): "
                                "timings are pessimistic"))
     if not result.complete:
         print(style.dim(f"  {result.done_cells} of {result.total_cells} runs measured"))

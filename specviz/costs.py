@@ -35,7 +35,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -511,7 +511,8 @@ def load_or_measure(
     from the cache file (``cache_path``) when it has them all, else measured and saved
     (``refresh=True`` always measures). Returns (rows, meta); meta is the file's header
     (device, dtype, context_length, measured_at in UTC, torch, threads, pair, grid, the
-    heavy jobs of other threads that overlapped the measurement) plus ``path`` and
+    contention: heavy jobs of other threads and other processes' CPU share that overlapped the
+    measurement, as ``contention.Contention`` dicts; an older file has labels) plus ``path`` and
     ``cached`` (True when read from the file). A stopped measurement is returned with
     ``complete`` False and is not saved."""
     import torch
@@ -524,8 +525,11 @@ def load_or_measure(
     cached = data is not None
     if data is None:
         start_ns = time.perf_counter_ns()
+        others = contention.CpuMeter()
+        others.start()
         rows = measure(pair, context_length=context_length, grid=points, repeats=repeats,
                        progress=progress, stop=stop)
+        others.stop()
         data = {
             "format": COSTS_FORMAT,
             **header,
@@ -534,7 +538,8 @@ def load_or_measure(
             "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
-            "contention": contention.overlapping(start_ns, time.perf_counter_ns()),
+            "contention": [asdict(c) for c in
+                           contention.entries(contention.overlapping(start_ns, time.perf_counter_ns()), others)],
             "complete": len(rows) == len(points),
             "rows": rows,
         }

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 
 import torch
 
+from specviz import contention
 from specviz.acceptance import Sampling, greedy_accept, sampling_accept, top_tokens, warp
 from specviz.drafters import POLICIES, Proposal, make_drafter
 from specviz.kv import Clock, KVModel
@@ -230,7 +231,7 @@ class Decoding:
         speculative = cfg.mode == "speculative"
         sampling = Sampling(cfg.temperature, cfg.top_k, cfg.top_p)
         gen = torch.Generator().manual_seed(cfg.seed)
-        clock = Clock()
+        clock = Clock(others=not contention.served_here(cfg.target_url))
         target = pair.target_kv()
         drafter = make_drafter(pair, cfg, sampling, gen, clock) if speculative else None
         policy = POLICIES[cfg.policy](cfg.gamma)
@@ -268,9 +269,9 @@ class Decoding:
             trace.output_ids += emitted
             trace.output_text = text.text
             trace.wall_ms = clock.now()
-            trace.contention = sorted(clock.contended)
             last = rnd
             if stop:
+                trace.contention = clock.contention()  # its one CPU sample after the last timing
                 trace.stop_reason = stop
                 if views:
                     self._fill_views(seen)
@@ -279,6 +280,7 @@ class Decoding:
                 yield rnd
                 return
             clock.pause()
+            trace.contention = clock.contention()
             yield rnd
             clock.resume()
 

@@ -104,10 +104,17 @@ class Clock:
 
     The clock stops while the caller holds a yielded round (drawing it, animating
     it, waiting for a Step click) and while the engine does display work (``off``),
-    so timings are the engine's own. It also notes any heavy work in other threads
-    (a model load) that overlapped a stretch of timed work: ``contended``."""
+    so timings are the engine's own. It also notes what competed with the timed work
+    (``contention``): heavy work in other threads of this process (a model load) that
+    overlapped a stretch of it, and the CPU time other processes took meanwhile, sampled
+    when the caller's hold starts and ends (``pause``, ``resume``; display work inside
+    ``off`` is short and counts as timed there). ``others=False`` measures no other
+    processes (a target served from this machine is one: its work is the run's own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, others: bool = True) -> None:
+        self.cpu = contention.CpuMeter() if others else None
+        if self.cpu is not None:
+            self.cpu.start()
         self.t0 = time.perf_counter_ns()
         self.paused_at: int | None = None
         self.running_since_ns = self.t0
@@ -122,17 +129,40 @@ class Clock:
         if self.paused_at is None:
             self.contended.update(contention.overlapping(self.running_since_ns, time.perf_counter_ns()))
 
-    def pause(self) -> None:
+    def _halt(self) -> None:
         if self.paused_at is None:
             self.check()
             self.paused_at = time.perf_counter_ns()
 
-    def resume(self) -> None:
+    def _go(self) -> None:
         if self.paused_at is not None:
             now = time.perf_counter_ns()
             self.t0 += now - self.paused_at
             self.paused_at = None
             self.running_since_ns = now
+
+    def pause(self) -> None:
+        """Stop the clock while the caller holds the run; the CPU sample is taken off the clock."""
+        if self.paused_at is None:
+            self._halt()
+            if self.cpu is not None:
+                self.cpu.stop()
+
+    def resume(self) -> None:
+        if self.paused_at is not None:
+            if self.cpu is not None:
+                self.cpu.start()
+            self._go()
+
+    def contention(self) -> list[contention.Contention]:
+        """What competed with the timed work so far (``contention.entries``): call it paused, or
+        at the very end, where its one CPU sample is past the last timing."""
+        if self.paused_at is None:  # the timed stretch so far, then on from here
+            self.check()
+            if self.cpu is not None:
+                self.cpu.stop()
+                self.cpu.start()
+        return contention.entries(self.contended, self.cpu)
 
     @contextlib.contextmanager
     def off(self) -> Iterator[None]:
@@ -140,8 +170,8 @@ class Clock:
         if self.paused_at is not None:
             yield
             return
-        self.pause()
+        self._halt()
         try:
             yield
         finally:
-            self.resume()
+            self._go()

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specviz import contention
 from specviz.acceptance import Sampling
 from specviz.drafters import ModelDrafter, Proposal
 from specviz.engine import verify
@@ -197,7 +198,7 @@ def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_
     """The rounds of one run, appended to ``trace`` (module docstring for the rules)."""
     cfg = trace.config
     eos = set(pair.eos_ids)
-    clock = Clock()
+    clock = Clock(others=not contention.served_here(cfg.target_url))
     target = pair.target_kv()
     drafter = ModelDrafter(KVModel(pair.draft, pair.device), Sampling(), torch.Generator(), clock)
     limit = min(cfg.max_new_tokens, pair.context_length - len(trace.prompt_ids))
@@ -248,7 +249,6 @@ def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_
         trace.output_ids += emitted
         trace.wall_ms = clock.now()
         if stop:
-            clock.check()
             trace.stop_reason = stop
-            trace.contention = sorted(clock.contended)
+            trace.contention = clock.contention()
             return

@@ -11,6 +11,10 @@ could reuse it. By default it is re-measured every time. A caller may allow reus
 machine runs at the same speed: the new speculative run's median draft pass must
 agree with that of the run the baseline was raced beside (the same kind of pass,
 whatever gamma) within ``REUSE_TOLERANCE``.
+
+The same conditions include the machine's load: a race whose two runs saw different
+contention (``same_load``: another program took a core during one of them, or a model
+loaded beside one) does not measure a fair ratio, and says so.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from specviz import contention
 from specviz.compare import Comparison, compare
 from specviz.engine import Decoding, autoregressive, speculative
 from specviz.models import ModelPair
@@ -58,6 +63,19 @@ def why_not_reuse(baseline: Baseline, sd: Trace, now: float) -> str | None:
     if drift > REUSE_TOLERANCE:
         return f"draft passes now take {new:.0f} ms against {baseline.draft_ms:.0f} ms then"
     return None
+
+
+def other_share(trace: Trace) -> float:
+    """Cores other processes took during the run's timed work as its trace records it (0 when
+    it is not marked: below ``contention.BUSY_CORES``)."""
+    return sum(c.cpu_share or 0.0 for c in trace.contention if c.label == contention.OTHER_PROCESSES)
+
+
+def same_load(a: Trace, b: Trace) -> bool:
+    """Whether two runs were timed under the same load: the same heavy jobs in this process, and
+    other processes' shares less than ``contention.BUSY_CORES`` apart (an unmarked run counts 0)."""
+    jobs = lambda t: {c.label for c in t.contention if c.cpu_share is None}  # noqa: E731
+    return jobs(a) == jobs(b) and abs(other_share(a) - other_share(b)) < contention.BUSY_CORES
 
 
 class Race:
@@ -104,6 +122,14 @@ class Race:
             self._finish(Baseline(self.ar.trace, self.run_no, time.time(),
                                   self.sd.trace.summary.get("draft_forward_ms_median")))
             raise
+
+    @property
+    def fair(self) -> bool | None:
+        """Whether both runs of the finished race saw the same load (None before its end or
+        without a target-alone run): only then is the speedup the pair's ratio."""
+        if self.comparison is None or self.baseline is None:
+            return None
+        return same_load(self.sd.trace, self.baseline.trace)
 
     def run(self) -> "Race":
         for _ in self:

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specviz import theory
+from specviz.contention import Contention, merged
 from specviz.costs import LatencyModel, from_trace
 from specviz.drafters import MAX_GAMMA
 from specviz.engine import autoregressive, speculative
@@ -173,7 +174,7 @@ class Cell:
     cost_ratio_c: float | None = None  # the run's own: median draft pass / median verify pass
     draft_ms: float | None = None  # median draft forward
     target_ms: float | None = None  # median target forward: a verify pass, or one step when alone
-    contention: tuple[str, ...] = ()
+    contention: tuple[Contention, ...] = ()  # what competed with the run (specviz.contention)
     measured_at: float = 0.0  # time.time()
 
     @classmethod
@@ -281,9 +282,9 @@ class SweepResult:
                 if p in self.best_gamma_measured and p in self.best_gamma_predicted
                 and abs(self.best_gamma_measured[p] - self.best_gamma_predicted[p]) > tolerance]
 
-    def contended(self) -> list[str]:
-        """The heavy background jobs any run of the sweep was timed under."""
-        return sorted({j for c in self.cells for j in c.contention})
+    def contended(self) -> list[Contention]:
+        """What any run of the sweep was timed under: heavy jobs, other processes at their largest share."""
+        return merged(j for c in self.cells for j in c.contention)
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's JSON: rows, and per prompt the baseline and the two best γ, plus the rest."""
@@ -302,7 +303,7 @@ class SweepResult:
             "settings": dict(self.settings),
             "complete": self.complete,
             "stopped": self.stopped,
-            "cells": [{**asdict(c), "contention": list(c.contention)} for c in self.cells],
+            "cells": [{**asdict(c), "contention": [asdict(j) for j in c.contention]} for c in self.cells],
         }
 
 

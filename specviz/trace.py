@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specviz.contention import Contention
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 LANES = ("draft", "target")
 FORWARD_KINDS = frozenset({"prefill", "draft_forward", "verify_forward", "target_forward"})
@@ -154,7 +155,9 @@ class Trace:
     output_text: str = ""
     wall_ms: float = 0.0
     stop_reason: str = ""
-    contention: list[str] = field(default_factory=list)  # heavy work in other threads during timed work
+    # what competed with the timed work: heavy jobs in other threads (a model load), other processes
+    # taking enough of the cores (specviz.contention)
+    contention: list[Contention] = field(default_factory=list)
     # greedy model-drafter runs: the draft's view of each output position j given the correct
     # prefix: the rank of the emitted token (0 = the draft's top choice) and its top candidates
     draft_ranks: list[int] = field(default_factory=list)
@@ -186,7 +189,7 @@ class Trace:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Trace":
         """The trace a JSON value holds, checked against the trace schema (specviz.trace_schema;
-        a v1 dict is migrated first): BadInput naming the field at fault (``rounds[3].accepted``)
+        an older dict is migrated first): BadInput naming the field at fault (``rounds[3].accepted``)
         and its value otherwise. The summary is recomputed from the rounds, never read."""
         from specviz.trace_schema import parse
 
@@ -321,13 +324,21 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     """Bring a trace dict written by an older specviz up to SCHEMA_VERSION (a new dict).
 
     v1 -> v2: Round.q / Round.p (the draft's and target's probability of each proposed
-    token) were renamed draft_probs / target_probs."""
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
+    token) were renamed draft_probs / target_probs.
+    v2 -> v3: a contention entry, a job's label, became an object {"label", "cpu_share"}
+    (cpu_share null: a job in this process, not other processes' CPU time)."""
+    if not isinstance(data, dict) or data.get("schema_version") not in (1, 2):
         return data
-    rounds = data.get("rounds")
-    if isinstance(rounds, list):
-        renamed = {"q": "draft_probs", "p": "target_probs"}
-        rounds = [
-            {renamed.get(k, k): v for k, v in r.items()} if isinstance(r, dict) else r for r in rounds
-        ]
-    return {**data, "rounds": rounds, "schema_version": 2}
+    if data["schema_version"] == 1:
+        rounds = data.get("rounds")
+        if isinstance(rounds, list):
+            renamed = {"q": "draft_probs", "p": "target_probs"}
+            rounds = [
+                {renamed.get(k, k): v for k, v in r.items()} if isinstance(r, dict) else r for r in rounds
+            ]
+        data = {**data, "rounds": rounds, "schema_version": 2}
+    found = data.get("contention")
+    if isinstance(found, list):
+        found = [{"label": c, "cpu_share": None} if isinstance(c, str) else c for c in found]
+        data = {**data, "contention": found}
+    return {**data, "schema_version": 3}

@@ -1,7 +1,8 @@
 """The trace file format, checked: every trace read from a file or an upload.
 
-Pydantic models mirror specviz.trace's dataclasses (Event, Round, RunConfig, Trace;
-``schema_version`` 2, v1 dicts upgraded by ``trace.migrate`` first) with each field's type
+Pydantic models mirror specviz.trace's dataclasses (Event, Round, RunConfig, Trace, and
+specviz.contention's Contention; ``schema_version`` 3, v1 and v2 dicts upgraded by
+``trace.migrate`` first) with each field's type
 and range, the config's limits taken from the registries ``validate.check_settings`` uses.
 Checked in strict mode: no text for a number, no ``true`` for a count, no NaN or infinity,
 and a field the format does not know is an error, not dropped. What JSON Schema cannot say
@@ -30,6 +31,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from specviz.contention import Contention
 from specviz.drafters import DRAFTERS, MAX_GAMMA, POLICIES
 from specviz.errors import BadInput
 from specviz.i18n import N_, Translator, translate_known
@@ -237,6 +239,15 @@ class RunConfigModel(_Strict):
     target_url: str = Field("", max_length=2048, description="a remote target's server (remote.py); '' = local")
 
 
+class ContentionModel(_Strict):
+    """What competed with the run's timed work (specviz.contention.Contention): a heavy job in the
+    app's own process, or other processes on its cores."""
+
+    label: str = Field(min_length=1)
+    cpu_share: Annotated[float, Field(ge=0.0)] | None = Field(None, description=(
+        "cores other processes took on average during the timed work; null for a job in this process"))
+
+
 class SummaryModel(_Strict):
     """The summary statistics as written; never read back: a finished run's are recomputed from its rounds."""
 
@@ -269,7 +280,7 @@ class TraceModel(_Strict):
     output_text: str = ""
     wall_ms: Ms = 0.0
     stop_reason: str = ""
-    contention: list[str] = []
+    contention: list[ContentionModel] = []
     draft_ranks: list[Annotated[int, Field(ge=0)]] = Field(
         [], description="the draft's rank of each output token (0 = its top choice)")
     draft_top: list[list[TokenId]] = []
@@ -279,7 +290,8 @@ class TraceModel(_Strict):
     schema_version: Literal[SCHEMA_VERSION]
 
 
-MODELS = {Event: EventModel, Round: RoundModel, RunConfig: RunConfigModel, Trace: TraceModel}
+MODELS = {Event: EventModel, Round: RoundModel, RunConfig: RunConfigModel, Contention: ContentionModel,
+          Trace: TraceModel}
 assert set(SummaryModel.model_fields) == set(SUMMARY_KEYS)
 
 
@@ -376,7 +388,7 @@ def _checks(m: TraceModel) -> list[tuple[str, str]]:
 
 
 def parse(data: Any) -> Trace:
-    """A Trace from the JSON value of a trace file (a v1 dict is migrated first); BadTrace naming
+    """A Trace from the JSON value of a trace file (an older one is migrated first); BadTrace naming
     the path and value at fault otherwise. The summary is recomputed, never read."""
     if not isinstance(data, dict):
         raise _fail(TOP, NOT_OBJECT, value=show(data))
@@ -394,8 +406,9 @@ def parse(data: Any) -> Trace:
         raise BadTrace(problems)
     d = m.model_dump(exclude={"summary"})
     trace = Trace(
-        **{k: v for k, v in d.items() if k not in ("config", "rounds")},
+        **{k: v for k, v in d.items() if k not in ("config", "rounds", "contention")},
         config=RunConfig(**d["config"]),
+        contention=[Contention(**c) for c in d["contention"]],
         rounds=[Round(**{**r, "events": [Event(**e) for e in r["events"]]}) for r in d["rounds"]],
     )
     if data.get("summary"):  # a finished run: its summary again, from its rounds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -9,6 +10,7 @@ import pytest
 
 from specviz import RunConfig, autoregressive, speculative
 from specviz import figures as F
+from specviz.contention import Contention
 from specviz.trace import Event, Round, Trace, rounds_text, summarize, trace_at, trace_upto
 
 PROMPT = "def add(a, b):\n    return a + b\n"
@@ -271,7 +273,8 @@ def test_history_row(sd, ar):
 def test_history_table_shows_each_number_through_its_metric(sd, ar):
     from specviz import metrics
 
-    rows = [F.history_row(sd, 1, "Code"), F.history_row(sd, 2, "Prose", ar, 0.98499, False, "measured")]
+    sd = dataclasses.replace(sd, contention=[])  # as on a quiet machine (this one is shared)
+    rows = [F.history_row(sd, 1, "Code"), F.history_row(sd, 2, "Prose", ar, 0.98499, False, "measured", True)]
     table = F.history_table(rows)
     assert [t["run"] for t in table] == ["2", "1"]  # newest first
     newest, oldest = table
@@ -282,6 +285,10 @@ def test_history_table_shows_each_number_through_its_metric(sd, ar):
     assert newest["identical"] == "no" and newest["baseline"] == "measured" and newest["example"] == "Prose"
     assert oldest["speedup"] == "–" and oldest["identical"] == "–" and oldest["baseline"] == "–"
     assert all(c.width >= 40 for c in F.TABLE_COLUMNS)
+    # timed beside other programs, raced against a quiet target-alone run: both numbers marked
+    busy = dataclasses.replace(sd, contention=[Contention("other processes", 1.2)])
+    (marked,) = F.history_table([F.history_row(busy, 3, "Code", ar, 0.5, True, "measured", False)])
+    assert marked["tok/s"] == newest["tok/s"] + " ⚠" and marked["speedup"] == "×0.50 ⚠"
 
 
 def test_history_figure_keeps_target_alone_visible(sd, ar):

@@ -211,7 +211,7 @@ def test_the_engines_refusals_have_templates(tiny_pair):
 
 def test_the_races_reasons_and_the_loaders_steps_have_templates():
     from specviz.race import Baseline, why_not_reuse
-    from specviz.ui.controller import CONTENTION_JOBS
+    from specviz.contention import JOBS
     from specviz.ui.pair import LOAD_MESSAGES
     from specviz.ui.view import NOT_REUSED
 
@@ -220,7 +220,7 @@ def test_the_races_reasons_and_the_loaders_steps_have_templates():
                why_not_reuse(Baseline(sd, 1, 0.0, None), sd, 1.0),
                why_not_reuse(Baseline(sd, 1, 0.0, 10.0), sd, 1.0)]
     assert all(_matches(r, NOT_REUSED) for r in reasons), reasons
-    assert _matches("loading the tiny pair (float32)", CONTENTION_JOBS)
+    assert _matches("loading the tiny pair (float32)", JOBS)
     for message in ("Assembling draft GGUF: part 2/5", "Converting target GGUF (first run only): tokenizer",
                     "Pair ready in 3.4 s (bfloat16 on cpu)", "Loading draft weights"):
         assert _matches(message, LOAD_MESSAGES), message

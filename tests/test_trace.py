@@ -17,6 +17,7 @@ import pytest
 
 from conftest import make_config, run_ar, run_sd
 from specviz import BadInput, Trace, speculative
+from specviz.contention import Contention
 from specviz.trace import EVENT_KINDS, FORWARD_KINDS, LANES, SCHEMA_VERSION, rounds_text, summarize
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -100,12 +101,24 @@ def test_version_1_files_are_migrated(traces):
     assert any(r.draft_probs for r in back.rounds)
 
 
+def test_version_2_contention_labels_become_entries(traces):
+    """v2 wrote a contention entry as a heavy job's label alone; it loads as that job, with no share."""
+    data = traces["autoregressive"].to_dict()
+    old = {**json.loads(json.dumps(data)), "schema_version": 2, "contention": ["loading the default pair (bfloat16)"]}
+    back = Trace.from_json(json.dumps(old))
+    assert back.contention == [Contention("loading the default pair (bfloat16)", None)]
+    assert back.schema_version == SCHEMA_VERSION
+    busy = {**data, "contention": [{"label": "other processes", "cpu_share": 0.9}]}
+    assert Trace.from_dict(busy).contention == [Contention("other processes", 0.9)]
+    assert Trace.from_dict(busy).to_dict()["contention"] == busy["contention"]
+
+
 def test_schema_version_is_checked(traces):
     data = traces["autoregressive"].to_dict()
-    assert data["schema_version"] == SCHEMA_VERSION == 2
-    for bad in (3, 0, "2", None):
+    assert data["schema_version"] == SCHEMA_VERSION == 3
+    for bad in (4, 0, "3", None):
         data["schema_version"] = bad
-        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 2"):
+        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 3"):
             Trace.from_json(json.dumps(data))
     del data["schema_version"]
     with pytest.raises(BadInput, match="schema_version"):

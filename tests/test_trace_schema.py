@@ -210,8 +210,12 @@ BAD = {  # what goes wrong: (mutation, the field named, text the message shows)
     "infinity": (_set("wall_ms", math.inf), "wall_ms", "finite number; got Infinity"),
     "an output that is not the rounds'": (_set("output_ids", 3, 424242), "output_ids[3]",
                                           "emitted tokens in order; got 424242"),
-    "a wrong schema_version": (_set("schema_version", 3), "schema_version", "is 3; this specviz reads version 2"),
-    "schema_version as text": (_set("schema_version", "2"), "schema_version", 'is "2"'),
+    "a wrong schema_version": (_set("schema_version", 4), "schema_version", "is 4; this specviz reads version 3"),
+    "schema_version as text": (_set("schema_version", "3"), "schema_version", 'is "3"'),
+    "a contention entry without its label": (_set("contention", [{"cpu_share": 0.9}]), "contention[0].label",
+                                             "is missing"),
+    "a negative CPU share": (_set("contention", [{"label": "other processes", "cpu_share": -0.5}]),
+                             "contention[0].cpu_share", "at least 0"),
     "schema_version missing": (_drop("schema_version"), "schema_version", "schema_version is missing"),
 }
 

@@ -12,7 +12,8 @@ and settings for its race. Greedy speculative runs carry the draft's view of eve
 position, so they replay with no model loaded under every schedule (Parallel page).
 
 Run it on a quiet machine: the timings recorded are the ones every replay shows. It
-refuses to save a run timed under contention (another heavy job in this process).
+refuses to save a run timed under contention (another heavy job in this process, or other
+processes taking enough of its cores: specviz.contention).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def main() -> None:
         run = autoregressive if config.mode == "autoregressive" else speculative
         trace = run(pair, config).run()
         if trace.contention:
-            raise SystemExit(f"{stem}: timed under contention ({trace.contention}); not saved")
+            jobs = "; ".join(c.text() for c in trace.contention)
+            raise SystemExit(f"{stem}: timed under contention ({jobs}); not saved")
         trace.save(args.out / f"{stem}.json")
         s = trace.summary
         acc = f", acceptance {s['acceptance_rate']:.2f}" if config.mode == "speculative" else ""

@@ -3,6 +3,12 @@
 A row stores each number as measured (no rounding): the CSV keeps it whole, and the
 table shows it through the metric's one formatter (``specviz.metrics``), the same one
 the Live stats and the race use, so a run reads the same everywhere.
+
+A row also keeps what competed with the run (``contention``, specviz.contention's entries
+in English) and whether its race was fair (its two runs under the same load:
+``specviz.race.same_load``); the table marks such a tok/s or speedup with ``BUSY_MARK``.
+A run's numbers are compared only with a run of the same pair, prompt and settings (γ
+aside), both timed with nothing else competing (``compared_row``).
 """
 
 from __future__ import annotations
@@ -10,12 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specviz.contention import describe
 from specviz.i18n import N_, Translator
 from specviz.metrics import DASH, HISTORY_METRICS, METRICS, live_summary, percent
 from specviz.trace import Trace
 
-CONFIG_COLUMNS = ("run", "pair", "example", "draft", "gamma", "temperature", "top_p", "max new tokens", "seed")
-HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS), "identical", "baseline")
+CONFIG_COLUMNS = ("run", "pair", "dtype", "example", "prompt", "draft", "gamma", "temperature", "top_p",
+                  "max new tokens", "seed")
+HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS), "identical", "baseline",
+                   "contention", "fair race")
+# What two runs must share for their numbers to be compared: all but the run number, the example's
+# name (the prompt itself is here) and γ (the knob a class moves between runs).
+LIKE_COLUMNS = ("pair", "dtype", "prompt", "draft", "temperature", "top_p", "max new tokens", "seed")
+BUSY_MARK = "⚠"  # beside a tok/s timed under contention, or a speedup whose two runs saw different load
 
 
 def draft_label(cfg) -> str:
@@ -28,12 +41,13 @@ def draft_label(cfg) -> str:
 
 def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | None = None,
                 speedup: float | None = None, identical: bool | None = None,
-                baseline: str | None = None) -> dict[str, Any]:
+                baseline: str | None = None, fair: bool | None = None) -> dict[str, Any]:
     """One row of the run history for a finished (or stopped) run.
 
     ``example``: the example prompt's name, or "custom"; ``ar``: the target-alone run
     raced against it; ``baseline``: "measured" or "reused from run N" (None: no race),
-    stored in English (MEASURED, REUSED) and shown through ``baseline_text``."""
+    stored in English (MEASURED, REUSED) and shown through ``baseline_text``; ``fair``:
+    whether the race's two runs saw the same load (None: no race)."""
     s = live_summary(trace)
     cfg = trace.config
     values = {**s, "ar_tokens_per_second": live_summary(ar)["tokens_per_second"] if ar is not None else None,
@@ -41,7 +55,9 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
     return {
         "run": run,
         "pair": f"{cfg.draft} → {cfg.target}",
+        "dtype": cfg.dtype,
         "example": example,
+        "prompt": cfg.prompt,
         "draft": "" if cfg.mode != "speculative" else draft_label(cfg),
         "gamma": cfg.gamma,
         "temperature": cfg.temperature,
@@ -51,7 +67,28 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
         **{METRICS[k].column: values.get(k) for k in HISTORY_METRICS},
         "identical": identical,
         "baseline": baseline,
+        "contention": describe(trace.contention),
+        "fair race": fair,
     }
+
+
+def compared_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The row ``row``'s numbers are compared with: the latest earlier run of the same pair,
+    prompt and settings (``LIKE_COLUMNS``; γ may differ), both timed with nothing competing.
+    None when there is none, or when ``row`` itself was timed under contention."""
+    if row["contention"]:
+        return None
+    like = [r for r in rows if r["run"] < row["run"] and not r.get("contention")
+            and all(r.get(k) == row[k] for k in LIKE_COLUMNS)]
+    return like[-1] if like else None
+
+
+def delta_label(delta: str, prev: dict[str, Any], gamma: int, tr: Translator = N_) -> str:
+    """A tok/s change as the Live stats show it: "+2.3 vs #5", and the earlier run's γ when
+    it differs ("+2.3 vs #5 at γ = 2"): the only setting the two may not share."""
+    if prev["gamma"] == gamma:
+        return tr(N_("{delta} vs #{run}")).format(delta=delta, run=prev["run"])
+    return tr(N_("{delta} vs #{run} at γ = {gamma}")).format(delta=delta, run=prev["run"], gamma=prev["gamma"])
 
 
 @dataclass(frozen=True)
@@ -102,6 +139,14 @@ def baseline_text(baseline: str | None, tr: Translator = N_) -> str | None:
     return baseline
 
 
+def busy_mark(row: dict[str, Any], key: str) -> bool:
+    """Whether the table marks a row's value: its tok/s when the run was timed under contention,
+    its speedup when the race's two runs saw different load."""
+    if key == "tok/s":
+        return bool(row.get("contention"))
+    return key == "speedup" and row.get("fair race") is False
+
+
 def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
     if bar:
         return percent(value)
@@ -125,4 +170,14 @@ def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
 def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[str, Any]]:
     """The rows as the table shows them, newest first: text through each metric's
     formatter, the bar columns as whole percentages; ``tr`` translates the words."""
-    return [{c.key: _shown(c.key, r.get(c.key), c.bar, tr) for c in TABLE_COLUMNS} for r in reversed(rows)]
+    return [{c.key: _marked(r, c, tr) for c in TABLE_COLUMNS} for r in reversed(rows)]
+
+
+def _marked(row: dict[str, Any], c: Column, tr: Translator) -> Any:
+    shown = _shown(c.key, row.get(c.key), c.bar, tr)
+    return f"{shown} {BUSY_MARK}" if busy_mark(row, c.key) else shown
+
+
+def busy_runs(rows: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """The run numbers the table marks: those timed under contention, and the races not fair."""
+    return ([r["run"] for r in rows if busy_mark(r, "tok/s")], [r["run"] for r in rows if busy_mark(r, "speedup")])

@@ -15,15 +15,15 @@ import time
 
 import streamlit as st
 
-from specviz import BadInput, ModelPair, RunConfig, SpecvizError
+from specviz import BadInput, ModelPair, RunConfig, SpecvizError, Trace, contention
 from specviz import figures as F
 from specviz.engine_queue import EngineQueue
-from specviz.figures.history import MEASURED, REUSED
-from specviz.i18n import N_, translate_known
+from specviz.figures.history import MEASURED, REUSED, compared_row
+from specviz.metrics import metric
 from specviz.race import Race
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
-from specviz.ui.state import LiveState, bad_input_text, example_of, field_of, signature
+from specviz.ui.state import LiveState, bad_input_text, example_of, field_of, set_cmd, signature
 from specviz.ui.view import RunView, animate_round, stop_reason_text
 
 # One round at a time in this process: viewers in several browser tabs share the models,
@@ -53,25 +53,49 @@ def can_continue(state: LiveState, cfg: RunConfig) -> bool:
 
 
 def _prev_row(state: LiveState) -> dict | None:
-    rows = st.session_state.get("history", [])
-    if state.recorded and state.run_no is not None:
-        earlier = [r for r in rows if r["run"] < state.run_no]
-        return earlier[-1] if earlier else None
-    return rows[-1] if rows else None
-
-
-# The heavy jobs that can overlap a run (specviz.contention's labels, English): shown translated.
-CONTENTION_JOBS = (N_("loading the {pair} pair ({dtype})"), N_("measuring forward-pass costs"))
-
-
-def contention_note(state: LiveState) -> str | None:
-    """A warning when a run was timed while a model was loading in another thread."""
-    jobs = sorted({j for t in (state.trace, state.ar) if t is not None for j in t.contention})
-    if not jobs:
+    """The earlier run whose numbers this one's are compared with, once it has ended: the
+    latest of the same pair, prompt and settings (γ aside), both timed on a quiet machine
+    (``figures.history.compared_row``)."""
+    tr = state.trace
+    if tr is None or not tr.summary or state.race is None:
         return None
-    named = "; ".join(translate_known(j, CONTENTION_JOBS, _) for j in jobs)
+    run = state.run_no if state.recorded and state.run_no is not None else state.race.run_no
+    if run is None:
+        return None
+    return compared_row(st.session_state.get("history", []), F.history_row(tr, run))
+
+
+def contention_note(trace: Trace | None) -> str | None:
+    """A warning beside a run's numbers when something competed with its timed work: a model
+    loading in another thread, or other programs taking enough of the cores (specviz.contention)."""
+    if trace is None or not trace.contention:
+        return None
+    named = contention.describe(trace.contention, _)
+    if all(c.label == contention.OTHER_PROCESSES for c in trace.contention):
+        return _("Timed on a busy machine: {jobs} ran at the same time, so these numbers are slower than the "
+                 "pair's own. Run again once the machine is quieter.").format(jobs=named)
     return _("Timed under contention: {jobs} ran at the same time, so these timings are slower than the pair's "
              "own. Run again once loading has finished.").format(jobs=named)
+
+
+def race_note(state: LiveState) -> str | None:
+    """When the race's two runs saw different load (``Race.fair`` is False): why its speedup is
+    no fair ratio. The page offers to race again beside it."""
+    race = state.race
+    if race is None or race.fair is not False:
+        return None
+    nothing = _("nothing else")
+    return _("The two runs saw different load (speculative: {sd}; target alone: {ar}), so the speedup {speedup} "
+             "is not a fair ratio of the two. Run the race again, on a quieter machine if you can.").format(
+        sd=contention.describe(state.trace.contention, _) or nothing,
+        ar=contention.describe(state.ar.contention, _) or nothing,
+        speedup=metric("speedup").text(race.comparison.speedup))
+
+
+def _race_again(note: str) -> None:
+    st.warning(note, icon=":material/balance:")
+    st.button(_("Run the race again"), key="race_again", icon=":material/replay:", on_click=set_cmd, args=("run",),
+              help=_("The same prompt and settings: a fresh speculative run, then the target alone."))
 
 
 def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
@@ -112,11 +136,11 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
         view.strip(tr.rounds, plain=tr.output_text if state.sd_done else None)
     else:
         view.strip([])
-    view.stats(tr, _prev_row(state))
+    view.stats(tr, _prev_row(state), contention_note(tr))
     view.charts(tr)
     view.race(state)
-    if note := contention_note(state):
-        st.warning(note, icon=":material/speed:")
+    if note := race_note(state):
+        _race_again(note)
 
 
 def _fail(state: LiveState, exc: Exception) -> None:
@@ -154,7 +178,8 @@ def finish(state: LiveState) -> None:
     if race.baseline is not None:
         baseline = REUSED.format(run=race.baseline.run) if race.reused else MEASURED  # English: data
     history.append(F.history_row(state.trace, run_no, state.example, state.ar,
-                                 cmp.speedup if cmp else None, cmp.identical if cmp else None, baseline))
+                                 cmp.speedup if cmp else None, cmp.identical if cmp else None, baseline,
+                                 race.fair))
     state.run_no = run_no
     state.recorded = True
 
@@ -201,7 +226,7 @@ def play(view: RunView, state: LiveState, speed: float) -> None:
             view.status(_("Running at full speed: round {n}, {tokens} tokens").format(
                 n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), "sv-live")
             view.strip(tr.rounds)
-            view.stats(tr)
+            view.stats(tr, note=contention_note(tr))
             if now - last_charts > CHARTS_EVERY_S:
                 view.charts(tr)
                 last_charts = now

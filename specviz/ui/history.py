@@ -2,7 +2,9 @@
 
 Each finished run adds a row (the pair, the example prompt used or "custom", γ and the
 sampling settings, tok/s, acceptance, speedup against the target alone, whether the
-output was identical, and whether that baseline was measured or reused). The section
+output was identical, whether that baseline was measured or reused, and what competed
+with the run: a ⚠ marks a tok/s timed under contention and a speedup whose two runs saw
+different load, explained under the table). The section
 shows them newest first, across the page so no column is cut, with a chart of the runs
 and downloads of the history as CSV (every number as measured) and of the last run (its
 full trace as JSON, its timeline as an offline HTML page and as a PNG), and a button to
@@ -15,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import figures as F
+from specviz.figures.history import BUSY_MARK, busy_runs
 from specviz.ui.lang import _
 from specviz.ui.state import LiveState
 from specviz.ui.view import export_buttons
@@ -48,6 +51,20 @@ def _downloads(state: LiveState, df: pd.DataFrame) -> None:
     st.button(_("Clear"), icon=":material/delete:", on_click=clear_history, key="clear_history", type="tertiary")
 
 
+def busy_note(rows: list[dict]) -> str | None:
+    """What the table's ⚠ marks mean, naming the runs marked (None when none is)."""
+    busy, unfair = busy_runs(rows)
+    runs = lambda ns: ", ".join(f"#{n}" for n in ns)  # noqa: E731
+    parts = []
+    if busy:
+        parts.append(_("{mark} beside tok/s ({runs}): timed while something else used the cores, so slower "
+                       "than the pair's own.").format(mark=BUSY_MARK, runs=runs(busy)))
+    if unfair:
+        parts.append(_("{mark} beside a speedup ({runs}): its two runs saw different load, so it is not a fair "
+                       "ratio.").format(mark=BUSY_MARK, runs=runs(unfair)))
+    return " ".join(parts) or None
+
+
 def history_section(state: LiveState) -> None:
     rows = st.session_state.get("history", [])
     st.subheader(_("Run history"), anchor=False)
@@ -61,6 +78,8 @@ def history_section(state: LiveState) -> None:
         height=min(HEADER_PX + ROW_PX * len(rows), MAX_TABLE_PX),
         column_config=_column_config(),
     )
+    if note := busy_note(rows):
+        st.caption(note)
     chart, actions = st.columns([3, 1], vertical_alignment="top")
     with chart:
         st.plotly_chart(F.history_figure(rows, tr=_), key="history_chart", config={"displayModeBar": False})

@@ -23,6 +23,7 @@ from specviz import exports
 from specviz import figures as F
 from specviz import metrics as M
 from specviz.compare import NEAR_TIE, compare, first_difference, margin_at
+from specviz.figures.history import delta_label
 from specviz.i18n import N_, Translator, translate_known
 from specviz.trace import rounds_text, trace_at, trace_upto
 from specviz.ui.lang import _
@@ -105,9 +106,10 @@ class RunView:
             return
         self.output_ph.code(text, language=None, wrap_lines=True, height=F.output_height(text))
 
-    def stats(self, trace: Trace | None, prev: dict | None = None) -> None:
-        """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline; ``prev``, the
-        previous run's history row, gives the changes once this run has ended."""
+    def stats(self, trace: Trace | None, prev: dict | None = None, note: str | None = None) -> None:
+        """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline; ``prev``, an
+        earlier run's history row, gives the changes once this run has ended; ``note``, a warning
+        under them (the run was timed under contention)."""
         s = M.live_summary(trace) if trace is not None and trace.rounds else {}
         spec = trace is None or trace.config.mode == "speculative"
         ended = bool(prev and trace is not None and trace.summary)
@@ -119,8 +121,10 @@ class RunView:
                     value = s.get(key) if spec or not key.startswith("draft_") else None
                     delta = m.delta(value, prev.get(m.column), _) if ended else None
                     if delta is not None and key == "tokens_per_second":
-                        delta = _("{delta} vs #{run}").format(delta=delta, run=prev["run"])
+                        delta = delta_label(delta, prev, trace.config.gamma, _)
                     col.metric(_(m.label), m.text(value), delta=delta, help=_(m.help))
+            if note:
+                st.warning(note, icon=":material/speed:")
 
     def timeline(self, trace: Trace) -> None:
         self.timeline_ph.plotly_chart(
@@ -231,6 +235,9 @@ def baseline_line(race) -> str:
         return _("Baseline reused from run {run}, measured {minutes:.0f} min ago with the same pair, prompt and "
                  "settings; the machine's draft passes still take the same time (γ does not change the "
                  "target-alone run).").format(run=b.run, minutes=age / 60)
+    if race.fair is False:  # not "the same conditions": specviz.race.same_load
+        return _("Baseline measured just now, right after the speculative run, but the machine's load changed "
+                 "between the two runs.")
     if race.not_reused_because and race.reuse:
         reason = translate_known(race.not_reused_because, NOT_REUSED, _)
         return _("Baseline measured just now, right after the speculative run, under the same conditions (a stored "

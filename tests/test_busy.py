@@ -1,0 +1,290 @@
+"""A run timed on a busy machine says so: other processes' CPU time during its timed spans
+(specviz.contention), the arithmetic, the engine's mark, the race's fairness, and the Live
+page (AppTest; the browser test is in test_busy_browser.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import make_config, run_sd
+from specviz import Trace, contention, speculative
+from specviz.contention import (OTHER_PROCESSES, Contention, CpuMeter, CpuSample, busy_seconds, cpu_share,
+                                describe, is_busy, merged, other_seconds, own_seconds, resolution_s, served_here)
+from specviz.i18n import gettext_for
+from specviz.race import Race, same_load
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+BUSY_S = 60  # a busy loop ends by itself after this long, whatever happens to the test
+LONG = dict(prompt="Hello world", gamma=4, max_new_tokens=200, stop=["@@never"])  # about 1 s timed here
+ZH = gettext_for("zh_CN")
+
+Cpu = namedtuple("Cpu", "user nice system idle iowait irq softirq steal")
+
+
+# --- the arithmetic ---------------------------------------------------------------------------
+
+
+def test_busy_time_counts_the_process_cpus_busy_fields_only():
+    per_cpu = [Cpu(10, 1, 5, 100, 7, 0.5, 0.25, 9), Cpu(20, 0, 4, 50, 3, 0, 0, 8), Cpu(1000, 0, 0, 0, 0, 0, 0, 0)]
+    # user + nice + system + irq + softirq; idle, iowait and steal left out; CPU 2 is not ours
+    assert busy_seconds(per_cpu, [0, 1]) == (10 + 1 + 5 + 0.5 + 0.25) + (20 + 4)
+    assert busy_seconds(per_cpu, [2]) == 1000
+    assert busy_seconds(per_cpu, [0, 7]) == 16.75  # a CPU the counters do not list counts nothing
+    mac = namedtuple("Mac", "user nice system idle")(3, 1, 2, 9)  # no irq or softirq on macOS
+    assert busy_seconds([mac], [0]) == 6
+    assert own_seconds(namedtuple("T", "user system children_user")(1.5, 0.25, 99)) == 1.75
+
+
+def test_other_processes_take_the_busy_time_this_process_did_not():
+    start, end = CpuSample(10.0, 100.0, 40.0), CpuSample(12.0, 103.5, 41.5)
+    assert other_seconds(start, end) == 2.0  # 3.5 s busy, 1.5 s of it ours, over 2 s
+    assert cpu_share(2.0, 2.0) == 1.0 and cpu_share(0.9, 1.0) == 0.9
+    assert cpu_share(-0.01, 1.0) == 0.0  # a tick under: no negative share
+    assert cpu_share(1.0, 0.0) is None
+
+
+def test_the_mark_needs_the_threshold_and_more_than_the_counters_resolution():
+    assert resolution_s(1, 2, tick_s=0.01) == pytest.approx(0.01)  # 6 counters, each sd 0.01/sqrt(6)
+    assert resolution_s(100, 2, tick_s=0.01) == pytest.approx(0.1)
+    assert is_busy(other_s=9.0, wall_s=10.0, spans=20, cpus=2, threshold=0.5)
+    assert not is_busy(other_s=4.0, wall_s=10.0, spans=20, cpus=2, threshold=0.5)
+    # two ticks in 50 ms read as 0.4 cores over the threshold, but they are two ticks: not marked
+    assert not is_busy(other_s=0.02, wall_s=0.05, spans=1, cpus=2, threshold=0.0)
+    assert is_busy(other_s=0.2, wall_s=0.05, spans=1, cpus=2, threshold=0.0)
+    assert not is_busy(other_s=1.0, wall_s=0.0, spans=0, cpus=2)
+
+
+def test_a_meters_entry_and_how_it_reads():
+    meter = CpuMeter()
+    meter.other_s, meter.wall_s, meter.spans = 1.834, 2.0, 10
+    assert contention.entries(["measuring forward-pass costs"], meter) == [
+        Contention("measuring forward-pass costs"), Contention(OTHER_PROCESSES, 0.92)]
+    meter.other_s = 0.1
+    assert contention.entries([], meter) == []
+    found = [Contention("loading the tiny pair (float32)"), Contention(OTHER_PROCESSES, 0.92)]
+    assert describe(found) == "loading the tiny pair (float32); other programs (0.9 cores)"
+    assert describe(found, ZH) != describe(found) and "0.9" in describe(found, ZH)
+    assert merged([Contention(OTHER_PROCESSES, 0.6), Contention(OTHER_PROCESSES, 1.4), found[0]]) == [
+        found[0], Contention(OTHER_PROCESSES, 1.4)]
+    assert Contention.of("measuring forward-pass costs") == Contention("measuring forward-pass costs")
+    assert Contention.of({"label": OTHER_PROCESSES, "cpu_share": 1.0}) == Contention(OTHER_PROCESSES, 1.0)
+
+
+def test_a_target_served_on_this_machine_is_no_competition():
+    assert served_here("http://127.0.0.1:8000") and served_here("http://localhost:8000/v1")
+    assert served_here("http://[::1]:8000")
+    assert not served_here("http://gpu-box:8000") and not served_here("http://10.0.0.7:8000")
+    assert not served_here("")
+
+
+def test_same_load_compares_the_jobs_and_the_shares():
+    def t(*entries):
+        return Trace(config=make_config(), contention=list(entries))
+
+    quiet, busy = t(), t(Contention(OTHER_PROCESSES, 1.2))
+    assert same_load(quiet, quiet) and same_load(busy, t(Contention(OTHER_PROCESSES, 0.9)))
+    assert not same_load(busy, quiet) and not same_load(quiet, busy)
+    assert not same_load(t(Contention("loading the tiny pair (float32)")), quiet)
+
+
+def test_sampling_is_cheap():
+    """The cost of one sample, twice a round: far below a forward pass of any real pair."""
+    meter = CpuMeter()
+    n = 200
+    start = time.perf_counter()
+    for _ in range(n):
+        meter.sample()
+    per_sample_us = (time.perf_counter() - start) / n * 1e6
+    assert per_sample_us < 1000, per_sample_us  # about 60 µs here; a draft pass of the default pair is ~20 ms
+
+
+# --- a real machine: busy loops beside the run ------------------------------------------------
+
+
+def _spin(until: float, started) -> None:
+    os.sched_setaffinity(0, os.sched_getaffinity(0))  # the parent's CPUs (inherited; said for the reader)
+    started.set()
+    x = 0
+    while time.time() < until:
+        x += 1
+
+
+@contextlib.contextmanager
+def busy_loops(n: int = 2, seconds: float = BUSY_S):
+    """``n`` processes spinning on this process's CPUs, for at most ``seconds``; killed on exit."""
+    ctx = multiprocessing.get_context("fork")
+    procs, events = [], []
+    try:
+        for _ in range(n):
+            started = ctx.Event()
+            p = ctx.Process(target=_spin, args=(time.time() + seconds, started), daemon=True)
+            p.start()
+            procs.append(p)
+            events.append(started)
+        for e in events:
+            assert e.wait(10), "a busy loop did not start"
+        time.sleep(0.2)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.join(5)
+
+
+def other_share_now(seconds: float = 1.0) -> float:
+    """Cores other processes take right now, over ``seconds``."""
+    meter = CpuMeter()
+    meter.start()
+    time.sleep(seconds)
+    meter.stop()
+    return meter.share
+
+
+@pytest.fixture
+def quiet_machine():
+    """Skip when other programs already take cores: the machine is shared (other test runs)."""
+    share = other_share_now()
+    if share >= contention.BUSY_CORES / 2:
+        pytest.skip(f"the machine is busy: other processes take {share:.2f} cores (load {os.getloadavg()})")
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux: fork and CPU affinity")
+
+
+def others(trace) -> list[Contention]:
+    return [c for c in trace.contention if c.label == OTHER_PROCESSES]
+
+
+@needs_fork
+def test_a_run_beside_two_busy_loops_is_marked(tiny_pair):
+    with busy_loops(2):
+        trace = run_sd(tiny_pair, **LONG)
+    (entry,) = others(trace)
+    assert entry.cpu_share >= contention.BUSY_CORES, trace.contention
+    assert trace.to_dict()["contention"][-1] == {"label": OTHER_PROCESSES, "cpu_share": entry.cpu_share}
+
+
+@needs_fork
+def test_a_run_on_a_quiet_machine_is_not_marked(tiny_pair, quiet_machine):
+    trace = run_sd(tiny_pair, **LONG)
+    assert others(trace) == [], (trace.contention, os.getloadavg(), other_share_now())
+
+
+@needs_fork
+def test_busy_loops_while_the_run_is_held_do_not_mark_it(tiny_pair, quiet_machine):
+    """Between rounds (the caller holds one: drawing it, waiting for Step) the clock and the
+    meter are stopped: a program busy only then costs the run nothing."""
+    dec = speculative(tiny_pair, make_config(**LONG))
+    next(dec)
+    with busy_loops(2, seconds=3):
+        time.sleep(1.5)
+    trace = dec.run()
+    assert others(trace) == [], (trace.contention, os.getloadavg())
+
+
+@needs_fork
+def test_a_race_whose_runs_saw_different_load_is_not_fair(tiny_pair):
+    race = Race(tiny_pair, make_config(**LONG))
+    with busy_loops(2):
+        for which, _ in race:
+            if which == "autoregressive":
+                break  # the speculative run is done, timed beside the loops
+    assert others(race.sd.trace)
+    race.run()  # the target alone, with the loops gone
+    if others(race.baseline.trace):
+        pytest.skip(f"the machine stayed busy for the target-alone run: {race.baseline.trace.contention}")
+    assert race.fair is False
+
+
+# --- the Live page --------------------------------------------------------------------------------
+
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_live(monkeypatch, lang: str | None = None) -> AppTest:
+    """The Live page on the tiny pair, instant, γ 4, 40 tokens; runs marked only by ``_mark_busy``."""
+    monkeypatch.setattr(CpuMeter, "busy", lambda self: False)  # the machine is shared: no real mark here
+    at = AppTest.from_file(APP, default_timeout=90)
+    if lang:
+        at.query_params["lang"] = lang
+    at.run()
+    at.select_slider(key="speed").set_value("Instant")
+    at.slider(key="gamma").set_value(4)
+    at.number_input(key="max_new_tokens").set_value(40)
+    return at.run()
+
+
+@pytest.fixture
+def live_app(app_tiny_only, monkeypatch) -> AppTest:
+    return open_live(monkeypatch)
+
+
+def _mark_busy(at: AppTest, share: float = 1.4) -> None:
+    """Mark the last run's speculative half as timed beside other programs, as the meter would."""
+    state = at.session_state["live"]
+    state.trace.contention = [Contention(OTHER_PROCESSES, share)]
+    at.session_state["history"][-1].update({"contention": describe(state.trace.contention),
+                                            "fair race": state.race.fair})
+
+
+def test_live_says_a_busy_run_and_an_unfair_race_and_offers_to_race_again(live_app):
+    at = live_app
+    at.button(key="run").click().run()
+    assert not at.warning and not at.exception
+    assert any("same conditions" in c.value for c in at.caption)
+    _mark_busy(at)
+    at.run()
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Timed on a busy machine: other programs (1.4 cores)") for w in warnings), warnings
+    assert any("saw different load (speculative: other programs (1.4 cores); target alone: nothing else)" in w
+               and "not a fair ratio" in w for w in warnings), warnings
+    assert not any("same conditions" in c.value for c in at.caption)  # the caption no longer claims them
+    table = at.dataframe[0].value
+    assert table["tok/s"][0].endswith("⚠") and table["speedup"][0].endswith("⚠")
+    assert any("#1" in c.value and "not a fair ratio" in c.value for c in at.caption)
+    at.button(key="race_again").click().run()
+    assert len(at.session_state["history"]) == 2 and not at.warning
+
+
+def test_live_says_it_in_chinese(app_tiny_only, monkeypatch):
+    at = open_live(monkeypatch, "zh_CN")
+    at.button(key="run").click().run()
+    _mark_busy(at)
+    at.run()
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 2, warnings
+    assert all(not w.isascii() and "1.4" in w for w in warnings), warnings
+    assert at.button(key="race_again").label != "Run the race again"
+
+
+def test_the_history_delta_compares_like_with_like(live_app):
+    at = live_app
+
+    def tps_delta() -> str | None:
+        m = next(m for m in at.metric if m.label == "Tokens / s")
+        return m.delta or None
+
+    at.button(key="run").click().run()  # 1: Code, γ 4
+    assert tps_delta() is None
+    at.slider(key="gamma").set_value(2)
+    at.button(key="run").click().run()  # 2: γ 2, the same prompt: compared, and it says γ differs
+    assert tps_delta().endswith("vs #1 at γ = 4"), tps_delta()
+    at.button(key="run").click().run()  # 3: the same again
+    assert tps_delta().endswith("vs #2"), tps_delta()
+    at.text_area(key="prompt").set_value("Name three rivers.")
+    at.button(key="run").click().run()  # 4: another prompt: nothing earlier to compare with
+    assert tps_delta() is None
+    _mark_busy(at)
+    at.text_area(key="prompt").set_value("Name three rivers.")
+    at.button(key="run").click().run()  # 5: like #4, but #4 was timed on a busy machine
+    assert tps_delta() is None
