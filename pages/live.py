@@ -32,8 +32,10 @@ with st.sidebar:
     err_prompt = st.empty()
     st.pills(_("Examples"), list(ui.EXAMPLES), key="example", on_change=ui.pick_example, format_func=tr,
              label_visibility="collapsed")
-    st.caption(_("Examples of different kinds: the draft guesses some far better than others. "
-                 "Compare them in the run history."))
+    st.caption(_("Why acceptance depends on the text: in code and JSON, syntax and keys pin the next token down, "
+                 "so the small draft often guesses the target's own; in open prose or Chinese it picks another "
+                 "wording, as plausible as the target's, and the target rejects it; counting is predictable almost "
+                 "throughout. Compare them in the run history."))
     st.select_slider(_("Slow-motion speed"), list(ui.SPEEDS), key="speed", persist_state="session", format_func=tr,
                      help=_("Step and Autoplay replay each round slowly after it ran at full speed. "
                             "The timings shown are always the real ones."))

@@ -11,11 +11,13 @@ them through its ``_``, the CLI as they are.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from specviz import theory
 from specviz.i18n import N_, Translator
-from specviz.trace import Trace, summarize
+from specviz.trace import Event, Round, Trace, summarize
 
 DASH = "–"
 
@@ -104,7 +106,9 @@ ALPHA_VS_C = N_("Speculation can only pay off when α > c, where α is the per-t
                 "(not the acceptance rate) and c the cost ratio.")
 
 _TABLE = (
-    Metric("new_tokens", N_("New tokens"), "new tokens", N_("Tokens the run added to the output."), fmt_int),
+    Metric("new_tokens", N_("New tokens"), "new tokens",
+           N_("Tokens the run added to the output: the accepted ones plus the target's own token each round "
+              "(fewer when the output stops inside a round)."), fmt_int),
     Metric("rounds", N_("Rounds"), "rounds", N_("Target verify passes (one per round)."), fmt_int),
     Metric("wall_ms", N_("Wall time"), "wall ms",
            N_("Engine time from the start to the last token, on the engine's own clock (animation excluded)."),
@@ -117,6 +121,11 @@ _TABLE = (
     Metric("acceptance_rate", N_("Acceptance"), "acceptance",
            N_("Acceptance rate: accepted draft tokens ÷ drafted tokens. Not the per-token α of the formulas: "
               "a round stops at its first rejection."), fmt_pct, _delta_pct),
+    Metric("drafted_tokens", N_("Drafted"), "drafted",
+           N_("Tokens the draft proposed, all rounds together (the last round drafts fewer when the token budget "
+              "runs out)."), fmt_int),
+    Metric("accepted_tokens", N_("Accepted"), "accepted",
+           N_("Drafted tokens the target accepted, all rounds together."), fmt_int),
     Metric("mean_acceptance_length", N_("Tokens / round"), "mean acceptance length",
            N_("Mean acceptance length = 1 + accepted ÷ rounds: tokens won per target pass."),
            lambda x: fmt_num(x, 2)),
@@ -151,6 +160,7 @@ LIVE_STATS = (  # two by two beside the timeline; the idle shares last, next to 
     "tokens_per_second", "acceptance_rate", "mean_acceptance_length", "cost_ratio_c",
     "rounds", "overhead_ms", "draft_idle_fraction", "target_idle_fraction",
 )
+LIVE_COUNTS = ("drafted_tokens", "accepted_tokens", "new_tokens")  # the counts behind the rates, in one tile
 HISTORY_METRICS = (
     "new_tokens", "rounds", "tokens_per_second", "acceptance_rate", "mean_acceptance_length", "cost_ratio_c",
     "draft_idle_fraction", "target_idle_fraction", "ar_tokens_per_second", "speedup",
@@ -170,3 +180,94 @@ def text(key: str, value: Any) -> str:
 def live_summary(trace: Trace) -> dict[str, Any]:
     """The trace's summary when the run has ended, else one computed from the rounds so far."""
     return trace.summary if trace.summary else summarize(trace)
+
+
+def token_counts(trace: Trace) -> dict[str, int]:
+    """The counts behind the rates: ``drafted_tokens`` (proposed, all rounds), ``accepted_tokens``
+    and ``new_tokens`` (emitted). acceptance_rate = accepted ÷ drafted and
+    mean_acceptance_length = 1 + accepted ÷ rounds; emitted = accepted + rounds unless the
+    output stopped inside a round. Two runs can share 4.00 tokens per round with 80% and 76%
+    acceptance when the last round drafts fewer."""
+    return {
+        "drafted_tokens": sum(len(r.proposed) for r in trace.rounds),
+        "accepted_tokens": sum(r.accepted for r in trace.rounds),
+        "new_tokens": len(trace.output_ids),
+    }
+
+
+def alpha_estimate(trace: Trace) -> float | None:
+    """The per-token α of the closed form (``specviz.theory``): the probability, the same at
+    every draft position and independent of the others, that the target accepts a draft
+    token. Estimated as the α whose expected tokens per round (1 − α^(γ+1)) ÷ (1 − α)
+    equals the run's measured mean acceptance length, 1 + accepted ÷ rounds
+    (``theory.alpha_from_mean_length``). Not the acceptance rate, accepted ÷ drafted: a
+    round stops at its first rejection, and the rate counts the positions after it as
+    drafted and not accepted. None for a run with no rounds or no draft."""
+    if trace.config.mode != "speculative" or not trace.rounds or trace.config.gamma < 1:
+        return None
+    length = live_summary(trace).get("mean_acceptance_length")
+    return None if _missing(length) else theory.alpha_from_mean_length(length, trace.config.gamma)
+
+
+@dataclass(frozen=True)
+class PositionCounts:
+    """Draft position ``position`` (1-based) over a run's rounds: ``drafted`` rounds proposed
+    a token there, the target ``judged`` it in those whose accepted prefix reached it (a
+    round stops at its first rejection), and ``accepted`` kept it."""
+
+    position: int
+    drafted: int
+    judged: int
+    accepted: int
+
+    @property
+    def rate(self) -> float:
+        """vLLM's per-position acceptance: accepted at position i ÷ rounds that drafted position i
+        (vLLM: ``num_accepted_tokens_per_pos[i]`` ÷ ``num_drafts``, every draft being γ long).
+        A round rejected before i counts as not accepted at i. With every round drafting γ
+        the rates cannot rise with i (accepted at i implies accepted at i − 1); a round that
+        drafted fewer counts only at the positions it drafted, so then a later rate can be higher."""
+        return self.accepted / self.drafted
+
+
+def position_counts(rounds: list[Round]) -> list[PositionCounts]:
+    """One ``PositionCounts`` per draft position up to the longest draft; ``rate`` of each
+    is the trace summary's ``per_position_acceptance``."""
+    longest = max((len(r.proposed) for r in rounds), default=0)
+    return [
+        PositionCounts(
+            position=i,
+            drafted=sum(len(r.proposed) >= i for r in rounds),
+            judged=sum(len(r.proposed) >= i and r.accepted >= i - 1 for r in rounds),
+            accepted=sum(r.accepted >= i for r in rounds),
+        )
+        for i in range(1, longest + 1)
+    ]
+
+
+def short_drafts(trace: Trace) -> int:
+    """Rounds that drafted fewer than γ tokens (the token budget or the context ran out, or
+    the draft proposed an end-of-text token): the ones that can make a later position's
+    acceptance higher than an earlier one's."""
+    return sum(len(r.proposed) < trace.config.gamma for r in trace.rounds)
+
+
+# --- reading the prompt: the prefill, timed on this machine ------------------------------
+
+
+def prefill_reads(events: Iterable[Event]) -> dict[str, tuple[int, float]]:
+    """lane -> (tokens, ms) of each model's prompt-reading first pass among ``events`` (a
+    trace's, or its first round's: the ``prefill`` events; the draft's reads the prompt, the
+    target's the prompt and the first round's drafts)."""
+    return {e.lane: (len(e.tokens), e.duration_ms) for e in events if e.kind == "prefill" and e.tokens}
+
+
+def prefill_estimate_ms(tokens: int, measured: tuple[int, float]) -> float:
+    """The time one model takes to read ``tokens`` prompt tokens, from one measured read of
+    (tokens, ms) on the same machine: ms × tokens ÷ measured tokens. Linear in the length;
+    attention's share grows with it, so a long prompt timed from a short one takes
+    somewhat longer than this says (ValueError for a read of no tokens)."""
+    n, ms = measured
+    if n <= 0 or ms < 0 or tokens < 0:
+        raise ValueError(f"a prefill estimate needs a measured read of some tokens; got {measured!r} for {tokens}")
+    return ms * tokens / n

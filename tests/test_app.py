@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from specviz import ModelError, ui
+from specviz import ModelError, metrics, ui
 from specviz.drafters import MAX_GAMMA
+from specviz.race import Race
 from specviz.ui import pair as ui_pair
+from specviz.ui import state as ui_state
+from specviz.ui import view as ui_view
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -137,6 +141,87 @@ def test_step_advances_exactly_one_round(app):
     assert not live(app).sd_done
     assert "Round 2" in "".join(h.value for h in app.html)
     assert app.session_state["history"] == []  # an unfinished run adds no row
+
+
+def test_the_stats_show_the_counts_behind_the_rates(app):
+    """Drafted, accepted and emitted in one tile; one line tells the acceptance rate from the
+    theory's α, with this run's numbers; the per-position chart says how it counts (issue 16)."""
+    app.button(key="step").click().run()
+    trace = live(app).trace
+    counts = metrics.token_counts(trace)
+    assert metric(app, "Drafted → accepted → emitted") == (
+        f"{counts['drafted_tokens']} → {counts['accepted_tokens']} → {counts['new_tokens']}")
+    captions = [c.value for c in app.caption]
+    alpha = metrics.alpha_estimate(trace)
+    line = next(c for c in captions if c.startswith("Acceptance "))
+    assert f"{counts['accepted_tokens']} accepted ÷ {counts['drafted_tokens']} drafted" in line
+    assert f"α ≈ {alpha:.2f}" in line and "(1 − α⁵) ÷ (1 − α)" in line  # γ = 4
+    assert any(c.startswith("Bar i: the rounds that kept draft position i") for c in captions)
+    app.button(key="run").click().run()
+    trace = live(app).trace
+    counts = metrics.token_counts(trace)
+    assert counts["new_tokens"] == len(trace.output_ids) and counts["drafted_tokens"] >= counts["accepted_tokens"]
+    assert metric(app, "Drafted → accepted → emitted") == (
+        f"{counts['drafted_tokens']} → {counts['accepted_tokens']} → {counts['new_tokens']}")
+    short = metrics.short_drafts(trace)
+    assert any((f"{short} of the {len(trace.rounds)} rounds drafted fewer" if short else
+                f"All {len(trace.rounds)} rounds drafted γ = 4 tokens") in c.value for c in app.caption)
+
+
+def test_a_run_keeps_the_machines_prefill_rate(app, tiny_pair):
+    """The prompt reads of a run's first round are kept (this machine's prefill rate); the
+    next run that reads a prompt is estimated from them, linearly in its tokens."""
+    ui_state.PREFILL_READS.clear()
+    app.button(key="run").click().run()
+    trace, ar = live(app).trace, live(app).ar
+    sd_reads, ar_reads = metrics.prefill_reads(trace.rounds[0].events), metrics.prefill_reads(ar.rounds[0].events)
+    assert set(sd_reads) == {"draft", "target"} and set(ar_reads) == {"target"}
+    reads = {"draft": sd_reads["draft"], "target": ar_reads["target"]}  # the last read of each model
+    assert ui_state.PREFILL_READS == {ui_state.model_key(trace.config, lane): r for lane, r in reads.items()}
+    cfg = dataclasses.replace(trace.config, prompt="Count from 1 to 40, separated by commas.")
+    state = ui.LiveState(race=Race(tiny_pair, cfg, against_target=True))
+    read = state.next_read
+    n = len(state.trace.prompt_ids)
+    assert read.lanes == ("draft", "target") and read.tokens == n
+    assert read.estimate_ms == pytest.approx(sum(ms * n / k for k, ms in reads.values()))
+    next(state.race)
+    assert state.next_read is None  # the prompt is read: the next rounds read none
+    while not state.sd_done:
+        next(state.race)
+    assert state.next_read.lanes == ("target",)  # the target alone reads it again
+    assert ui.LiveState(race=Race(tiny_pair, cfg, against_target=False)).next_read.lanes == ("draft", "target")
+
+
+def test_the_status_line_says_how_long_the_prompt_takes_to_read():
+    def page():
+        import streamlit as st
+
+        from specviz import ui
+        from specviz.ui.state import PromptRead
+
+        view = ui.RunView()
+        view.status("before")
+        reading = view.reading_prompt(PromptRead(("draft", "target"), 5312, 58_400.0))
+        reading.__enter__()  # the engine "runs" past the script's end: the page shows what it shows meanwhile
+        st.session_state["reading"] = reading  # kept open (a dropped one would close and restore the line)
+
+    at = AppTest.from_function(page, default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    status = next(h.value for h in at.html if "sv-status" in h.value)
+    assert "read the prompt, 5,312 tokens: about 58 s here, at the 11.0 ms per token measured" in status
+    assert '<span class="sv-elapsed"></span> s so far' in status  # the seconds count up in the browser
+    first = ui_view.reading_text(ui_state.PromptRead(("target",), 40, None))
+    assert first.startswith("Timing the target alone") and "no estimate yet" in first
+
+
+def test_the_pair_card_says_gguf_weights_were_dequantised(tiny_pair):
+    from specviz.parts import DRAFT, TARGET
+
+    assert ui_pair.gguf_quant(DRAFT.name) == ui_pair.gguf_quant(TARGET.name) == "Q4_K_M"
+    d = tiny_pair.describe()
+    assert ui_pair.dequantised_note(d) is None  # tiny-draft, tiny-target: no GGUF
+    real = {**d, "draft": DRAFT.name, "target": TARGET.name, "dtype": "bfloat16"}
+    assert ui_pair.dequantised_note(real) == "Q4_K_M GGUF weights, dequantised to bfloat16 to run here"
 
 
 def test_stop_then_autoplay_continues_the_same_run(app):

@@ -11,6 +11,7 @@ import pytest
 from specviz import RunConfig, autoregressive, speculative
 from specviz import figures as F
 from specviz.contention import Contention
+from specviz.metrics import position_counts
 from specviz.trace import Event, Round, Trace, rounds_text, summarize, trace_at, trace_upto
 
 PROMPT = "def add(a, b):\n    return a + b\n"
@@ -241,8 +242,32 @@ def test_race_shares_one_time_axis(sd, ar):
 def test_acceptance_bars_match_the_summary(sd):
     fig = F.acceptance_figure(sd)
     bars = [t for t in fig.data if t.type == "bar"][0]
+    judged = [c.judged > 0 for c in position_counts(sd.rounds)]
+    assert all(judged)  # 48 tokens: every position was judged at least once
     assert list(bars.y) == pytest.approx(sd.summary["per_position_acceptance"])
     assert list(bars.x) == [str(i + 1) for i in range(len(bars.y))]
+
+
+def test_acceptance_bars_carry_their_counts_under_them(sd):
+    fig = F.acceptance_figure(sd)
+    counts = position_counts(sd.rounds)
+    assert list(fig.layout.xaxis.ticktext) == [f"{c.position}<br>{c.accepted}/{c.drafted}" for c in counts]
+    assert "kept / drafted" in fig.layout.xaxis.title.text
+
+
+def test_positions_never_judged_are_not_drawn_as_zero():
+    """After Step's first round (1 of 4 kept) position 2 was judged and rejected: 0%; 3 and 4
+    were never judged: no bar, the words instead (issue 16: they read 0%)."""
+    rnd = _round(proposed="abcd", accepted=1)
+    running = Trace(RunConfig(gamma=4), rounds=[rnd], wall_ms=20.0)
+    fig = F.acceptance_figure(running)
+    bars = [t for t in fig.data if t.type == "bar"][0]
+    assert list(bars.y) == [1.0, 0.0, None, None]
+    assert list(bars.text) == ["100%", "0%", "", ""]
+    notes = [(a.x, a.text) for a in fig.layout.annotations]
+    assert notes == [(2, "not judged yet"), (3, "not judged yet")]  # x: the category's index
+    done = Trace(RunConfig(gamma=4), rounds=[rnd], wall_ms=20.0).finish()
+    assert {a.text for a in F.acceptance_figure(done).layout.annotations} == {"never judged"}
 
 
 # --- helpers -----------------------------------------------------------------------------

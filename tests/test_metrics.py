@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz import cli, metrics
+from specviz import cli, metrics, theory
 from specviz import figures as F
-from specviz.trace import SUMMARY_KEYS, RunConfig, Trace
+from specviz.trace import SUMMARY_KEYS, Event, Round, RunConfig, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,3 +89,67 @@ def test_live_summary_of_a_finished_and_a_running_trace():
     assert metrics.live_summary(done) is done.summary
     running = Trace(RunConfig(), wall_ms=10.0)
     assert metrics.live_summary(running)["rounds"] == 0 and running.summary == {}
+
+
+# --- the counts behind the rates -------------------------------------------------------------
+
+
+def _run(drafts: list[int], accepted: list[int], gamma: int = 4) -> Trace:
+    """A hand-made speculative run: round i drafted drafts[i] tokens and kept accepted[i]."""
+    rounds = [Round(index=i, gamma=gamma, proposed=list(range(d)), accepted=k, emitted=list(range(k + 1)))
+              for i, (d, k) in enumerate(zip(drafts, accepted, strict=True))]
+    trace = Trace(RunConfig(gamma=gamma), rounds=rounds, wall_ms=100.0)
+    trace.output_ids = [t for r in rounds for t in r.emitted]
+    return trace
+
+
+def test_the_counts_tell_apart_two_runs_with_the_same_tokens_per_round():
+    """80% and 76% acceptance can both come with 4.00 tokens per round: the last round of one
+    run drafted fewer. The drafted count says so (issue 16)."""
+    full, short = _run([4, 4, 4, 4, 4], [3, 3, 3, 3, 3]), _run([4, 4, 4, 4, 3], [3, 3, 3, 3, 3])
+    for trace in (full, short):
+        assert metrics.live_summary(trace)["mean_acceptance_length"] == pytest.approx(4.0)
+    assert metrics.token_counts(full) == {"drafted_tokens": 20, "accepted_tokens": 15, "new_tokens": 20}
+    assert metrics.token_counts(short) == {"drafted_tokens": 19, "accepted_tokens": 15, "new_tokens": 20}
+    assert metrics.text("acceptance_rate", metrics.live_summary(full)["acceptance_rate"]) == "75%"
+    assert metrics.text("acceptance_rate", metrics.live_summary(short)["acceptance_rate"]) == "79%"
+    assert metrics.short_drafts(full) == 0 and metrics.short_drafts(short) == 1
+    for key in metrics.LIVE_COUNTS:
+        assert key in metrics.METRICS
+
+
+def test_position_counts_are_vllms_and_say_what_was_judged():
+    # round 1 kept 1 of 4 (position 2 judged and rejected; 3 and 4 never judged); round 2 kept 3 of 4
+    trace = _run([4, 4], [1, 3])
+    counts = metrics.position_counts(trace.rounds)
+    assert [(c.drafted, c.judged, c.accepted) for c in counts] == [(2, 2, 2), (2, 2, 1), (2, 1, 1), (2, 1, 0)]
+    assert [c.rate for c in counts] == pytest.approx(metrics.live_summary(trace)["per_position_acceptance"])
+    first = metrics.position_counts(trace.rounds[:1])
+    assert [c.judged for c in first] == [1, 1, 0, 0]  # after Step's first round: 3 and 4 not judged yet
+
+
+def test_per_position_acceptance_rises_only_after_short_drafts():
+    full = metrics.position_counts(_run([4, 4, 4], [4, 1, 2]).rounds)
+    assert all(a.rate >= b.rate for a, b in zip(full, full[1:]))
+    # the round that drafted 2 and lost its second token counts at positions 1-2 only
+    short = metrics.position_counts(_run([4, 4, 4, 2], [4, 4, 1, 1]).rounds)
+    assert (short[1].accepted, short[1].drafted, short[2].accepted, short[2].drafted) == (2, 4, 2, 3)
+    assert short[1].rate < short[2].rate
+
+
+def test_alpha_is_the_formulas_not_the_acceptance_rate():
+    trace = _run([4, 4, 4, 4, 4], [3, 3, 3, 3, 3])
+    alpha = metrics.alpha_estimate(trace)
+    assert theory.expected_tokens_per_round(alpha, 4) == pytest.approx(4.0, abs=1e-9)
+    assert alpha == pytest.approx(0.888, abs=1e-3) and metrics.live_summary(trace)["acceptance_rate"] == 0.75
+    assert metrics.alpha_estimate(Trace(RunConfig(gamma=4))) is None  # no rounds
+    assert metrics.alpha_estimate(Trace(RunConfig(mode="autoregressive"), rounds=trace.rounds)) is None
+
+
+def test_prefill_reads_and_the_estimate_from_them():
+    events = [Event("draft", "prefill", 0.0, 40.0, list(range(20))), Event("draft", "draft_forward", 40, 42, [1]),
+              Event("target", "prefill", 42.0, 142.0, list(range(25)))]
+    assert metrics.prefill_reads(events) == {"draft": (20, 40.0), "target": (25, 100.0)}
+    assert metrics.prefill_estimate_ms(5000, (20, 40.0)) == pytest.approx(10_000.0)
+    with pytest.raises(ValueError, match="measured read of some tokens"):
+        metrics.prefill_estimate_ms(100, (0, 0.0))

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from specviz.figures.palette import ACCEPTED, FONT_SIZE, PENDING, SERIES
 from specviz.i18n import N_, Translator
-from specviz.metrics import METRICS, fmt_pct, live_summary, text
+from specviz.metrics import METRICS, fmt_pct, position_counts, text
 from specviz.trace import Trace
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))
@@ -17,18 +17,35 @@ AR_LABEL = N_("target alone (AR)")
 AR_HALF_WIDTH = 0.35  # a baseline is drawn across its runs' γ, this far either side
 
 
-def acceptance_figure(trace: Trace, height: int = 270, tr: Translator = N_) -> go.Figure:
-    """Per-position acceptance: of the rounds that drafted position i, the share that kept it.
-    ``tr`` translates the text (default: English)."""
-    rates = live_summary(trace).get("per_position_acceptance") or []
-    xs = [str(i + 1) for i in range(len(rates))]
+NOT_JUDGED = N_("not judged yet")
+NEVER_JUDGED = N_("never judged")
+
+
+def acceptance_figure(trace: Trace, height: int = 290, tr: Translator = N_) -> go.Figure:
+    """Per-position acceptance as vLLM counts it (``metrics.PositionCounts.rate``): accepted at
+    draft position i ÷ rounds that drafted position i, with the two counts under each bar
+    ("9/12"). A position no round's accepted prefix has reached yet, which the target never
+    judged, gets no bar but the words "not judged yet" ("never judged" once the run has
+    ended), not a 0% bar. ``tr`` translates the text (default: English)."""
+    counts = position_counts(trace.rounds)
+    rates = [c.rate for c in counts]
+    judged = [c.judged > 0 for c in counts]
+    xs = [str(c.position) for c in counts]
+    unjudged = tr(NEVER_JUDGED if trace.summary else NOT_JUDGED)
     fig = go.Figure()
     fig.add_trace(
-        go.Bar(x=xs, y=rates, name=tr(N_("measured")), marker=dict(color=ACCEPTED),
-               text=[fmt_pct(r) for r in rates], textposition="outside", cliponaxis=False,
-               hovertemplate=tr(N_("draft position %{x}: %{text} of the rounds that drafted it kept it"))
+        go.Bar(x=xs, y=[r if j else None for r, j in zip(rates, judged)], name=tr(N_("measured")),
+               marker=dict(color=ACCEPTED), text=[fmt_pct(r) if j else "" for r, j in zip(rates, judged)],
+               textposition="outside", cliponaxis=False,
+               customdata=[[c.accepted, c.drafted, c.judged] for c in counts],
+               hovertemplate=tr(N_("draft position %{x}: kept in %{customdata[0]} of the %{customdata[1]} rounds "
+                                   "that drafted it (the target judged it in %{customdata[2]})"))
                + "<extra></extra>")
     )
+    for i, j in enumerate(judged):
+        if not j:  # x by index: on a category axis a number is the category's position
+            fig.add_annotation(x=i, y=0, yanchor="bottom", text=unjudged, showarrow=False, textangle=-90,
+                               font=dict(size=14, color=PENDING))
     if len(rates) > 1 and rates[0] > 0:
         geo = [rates[0] ** (i + 1) for i in range(len(rates))]
         fig.add_trace(
@@ -38,11 +55,14 @@ def acceptance_figure(trace: Trace, height: int = 270, tr: Translator = N_) -> g
                        hovertemplate=tr(N_("position %{x}: %{customdata} if each token survived independently"))
                        + "<extra></extra>")
         )
-    fig.update_layout(height=height, margin=dict(l=8, r=8, t=36, b=44), font=dict(size=FONT_SIZE), bargap=0.25,
+    fig.update_layout(height=height, margin=dict(l=8, r=8, t=36, b=64), font=dict(size=FONT_SIZE), bargap=0.25,
                       legend=LEGEND, showlegend=len(rates) > 1)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", fixedrange=True)
-    fig.update_xaxes(title=dict(text=tr(N_("draft position in the round")), font=dict(size=13)), type="category",
-                     fixedrange=True)
+    position, counted = tr(N_("draft position in the round")), tr(N_("kept / drafted"))
+    title = f"{position} · {counted}"
+    fig.update_xaxes(title=dict(text=title, font=dict(size=13)),
+                     type="category", fixedrange=True, tickvals=xs,
+                     ticktext=[f"{c.position}<br>{c.accepted}/{c.drafted}" for c in counts])
     return fig
 
 

@@ -23,7 +23,7 @@ from specviz.metrics import metric
 from specviz.race import Race
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
-from specviz.ui.state import LiveState, bad_input_text, example_of, field_of, set_cmd, signature
+from specviz.ui.state import LiveState, bad_input_text, example_of, field_of, remember_prefill, set_cmd, signature
 from specviz.ui.view import RunView, animate_round, stop_reason_text
 
 # One round at a time in this process: viewers in several browser tabs share the models,
@@ -159,12 +159,18 @@ def _waiting(view: RunView, ahead: int) -> None:
 
 def _next(view: RunView, state: LiveState):
     """One round of the race: ("speculative" | "autoregressive", Round), or None at its end.
-    Waits its turn for the engine, saying so on the page while others are ahead."""
+    Waits its turn for the engine, saying so on the page while others are ahead; a round
+    that reads the prompt first says so while it runs, and its reads are kept as this
+    machine's prefill rate."""
+    read = state.next_read
     try:
-        with ENGINE_LOCK.turn(waiting=lambda n: _waiting(view, n)):
-            return next(state.race)
+        with ENGINE_LOCK.turn(waiting=lambda n: _waiting(view, n)), view.reading_prompt(read):
+            step = next(state.race)
     except StopIteration:
         return None
+    if read is not None:
+        remember_prefill(state.trace.config, step[1])
+    return step
 
 
 def finish(state: LiveState) -> None:

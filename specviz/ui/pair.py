@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import threading
 import time
 
@@ -278,6 +279,26 @@ def _rss_mb() -> float | None:
         return None
 
 
+GGUF_QUANT = re.compile(r"-(I?Q\d+(?:_[0-9A-Z]+)*|BF16|F16)$", re.IGNORECASE)  # Q4_K_M, Q8_0, IQ4_XS, F16
+
+
+def gguf_quant(name: str) -> str | None:
+    """The quantisation a GGUF model's name ends with (Qwen2.5-Coder-0.5B-Instruct-Q4_K_M ->
+    Q4_K_M), or None."""
+    m = GGUF_QUANT.search(name)
+    return m.group(1) if m else None
+
+
+def dequantised_note(d: dict) -> str | None:
+    """For the pair card (``ModelPair.describe()``'s dict): a model named after its GGUF
+    quantisation runs dequantised, in the dtype the card shows; None when neither is."""
+    quants = sorted({q for name in (d["draft"], d["target"]) if (q := gguf_quant(name))})
+    if not quants:
+        return None
+    return _("{quant} GGUF weights, dequantised to {dtype} to run here").format(quant=" / ".join(quants),
+                                                                               dtype=d["dtype"])
+
+
 def _card_html(loader: PairLoader | None) -> str:
     e = html.escape
     if loader is None:
@@ -299,9 +320,10 @@ def _card_html(loader: PairLoader | None) -> str:
         draft, target = _("Draft"), _("Target")
         loaded = _("loaded in {seconds:.1f} s").format(seconds=d["load_ms"] / 1000)
         where = f"<br><span class='sv-dim'>{e(d['target_url'])}</span>" if "target_url" in d else ""
+        dequant = f"<br>{e(note)}" if (note := dequantised_note(d)) else ""
         body = (
             f"<b>{e(draft)}</b> {e(d['draft'])}<br><b>{e(target)}</b> {e(d['target'])}{where}<br>"
-            f"<span class='sv-dim'>{e(d['device'])} · {e(d['dtype'])} · {e(mem)}<br>{e(loaded)}</span>"
+            f"<span class='sv-dim'>{e(d['device'])} · {e(d['dtype'])} · {e(mem)}{dequant}<br>{e(loaded)}</span>"
         )
     return f"<div class='sv-card'>{body}</div>"
 

@@ -9,16 +9,19 @@ the callbacks of the buttons and example pills.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import streamlit as st
 
 from specviz import BadInput, ModelPair, RunConfig, Trace, server_mode
+from specviz import metrics as M
 from specviz.compare import Comparison
 from specviz.draft_head import SIZES
 from specviz.i18n import N_, Translator, translate_known
-from specviz.race import Race
+from specviz.race import Race, baseline_key, why_not_reuse
+from specviz.trace import Round
 from specviz.ui import links
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
 from specviz.ui.lang import _
@@ -79,6 +82,67 @@ class LiveState:
     @property
     def finished(self) -> bool:
         return self.race is not None and self.race.done and self.recorded
+
+    @property
+    def next_read(self) -> PromptRead | None:
+        """The prompt reading the race's next round starts with (``PromptRead``), or None: the
+        speculative run's first round (the draft and the target read the prompt), or the
+        target-alone run's (the target reads it again) unless a stored baseline stands in."""
+        race = self.race
+        if race is None or race.done:
+            return None
+        sd = race.sd.trace
+        if not race.sd.done:
+            return prompt_read(sd.config, ("draft", "target"), len(sd.prompt_ids)) if not sd.rounds else None
+        if not race.against_target or race.ar is not None:
+            return None
+        stored = race.baselines.get(baseline_key(sd.config))
+        if race.reuse and stored is not None and why_not_reuse(stored, sd, time.time()) is None:
+            return None
+        return prompt_read(sd.config, ("target",), len(sd.prompt_ids))
+
+
+# --- reading the prompt: how long it takes on this machine ----------------------------------
+
+# The last prompt each model read in this process: (tokens, ms) by model_key. One process runs
+# on one machine, so every session's runs measure the same prefill rate.
+PREFILL_READS: dict[tuple[str, ...], tuple[int, float]] = {}
+
+
+def model_key(cfg: RunConfig, lane: str) -> tuple[str, ...]:
+    """What one model's prefill rate depends on: the model, device and dtype (and for the
+    draft its quantization; for a remote target the server)."""
+    if lane == "draft":
+        return ("draft", cfg.draft, cfg.device, cfg.dtype, cfg.draft_quant)
+    return ("target", cfg.target, cfg.device, cfg.dtype, cfg.target_url)
+
+
+def remember_prefill(cfg: RunConfig, rnd: Round) -> None:
+    """Keep the prompt reads timed in a run's first round (its ``prefill`` events)."""
+    for lane, read in M.prefill_reads(rnd.events).items():
+        PREFILL_READS[model_key(cfg, lane)] = read
+
+
+@dataclass(frozen=True)
+class PromptRead:
+    """A prompt of ``tokens`` tokens that the models on ``lanes`` read first, and the estimated
+    ms that takes on this machine (``metrics.prefill_estimate_ms`` of each model's last read;
+    None until every one of them has read a prompt in this process)."""
+
+    lanes: tuple[str, ...]
+    tokens: int
+    estimate_ms: float | None
+
+    @property
+    def ms_per_token(self) -> float | None:
+        return self.estimate_ms / self.tokens if self.estimate_ms is not None and self.tokens else None
+
+
+def prompt_read(cfg: RunConfig, lanes: tuple[str, ...], tokens: int) -> PromptRead:
+    """The reading of a ``tokens``-token prompt by the models on ``lanes``, with its estimate."""
+    reads = [PREFILL_READS.get(model_key(cfg, lane)) for lane in lanes]
+    estimate = None if None in reads else sum(M.prefill_estimate_ms(tokens, r) for r in reads)
+    return PromptRead(lanes, tokens, estimate)
 
 
 def live_state() -> LiveState:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 
@@ -27,12 +29,15 @@ from specviz.figures.history import delta_label
 from specviz.i18n import N_, Translator, translate_known
 from specviz.trace import rounds_text, trace_at, trace_upto
 from specviz.ui.lang import _
-from specviz.ui.state import LiveState
+from specviz.ui.state import LiveState, PromptRead
 
 
-def _status_html(text: str, badge: str | None = None, badge_cls: str = "sv-live", note: str | None = None) -> str:
+def _status_html(text: str, badge: str | None = None, badge_cls: str = "sv-live", note: str | None = None,
+                 note_html: str | None = None) -> str:
+    """The status line: badge, text, note (``note_html``: a note already in HTML)."""
     b = f'<span class="sv-badge {badge_cls}">{html.escape(badge)}</span>' if badge else ""
-    n = f'<span class="sv-note">{html.escape(note)}</span>' if note else ""
+    n = note_html if note_html is not None else html.escape(note) if note else ""
+    n = f'<span class="sv-note">{n}</span>' if n else ""
     return f'<div class="sv-status" role="status">{b}<span>{html.escape(text)}</span>{n}</div>'
 
 
@@ -45,6 +50,9 @@ def md_code(text: str) -> str:
     text = " ".join(str(text).splitlines())
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     return f"{fence} {text} {fence}"
+
+
+COUNTS_LABEL = N_("Drafted → accepted → emitted")  # metrics.LIVE_COUNTS in one tile
 
 
 class RunView:
@@ -107,11 +115,15 @@ class RunView:
         self.output_ph.code(text, language=None, wrap_lines=True, height=F.output_height(text))
 
     def stats(self, trace: Trace | None, prev: dict | None = None, note: str | None = None) -> None:
-        """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline; ``prev``, an
-        earlier run's history row, gives the changes once this run has ended; ``note``, a warning
-        under them (the run was timed under contention)."""
+        """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline, the counts
+        behind them (``metrics.LIVE_COUNTS``: drafted, accepted, emitted) in one tile, and
+        the line that tells the acceptance rate from the theory's α; ``prev``, an earlier run's
+        history row, gives the changes once this run has ended; ``note``, a warning under them
+        (the run was timed under contention)."""
         s = M.live_summary(trace) if trace is not None and trace.rounds else {}
         spec = trace is None or trace.config.mode == "speculative"
+        if s:
+            s = {**s, **M.token_counts(trace)}
         ended = bool(prev and trace is not None and trace.summary)
         with self.metrics_ph.container():
             for i in range(0, len(M.LIVE_STATS), 2):
@@ -123,6 +135,12 @@ class RunView:
                     if delta is not None and key == "tokens_per_second":
                         delta = delta_label(delta, prev, trace.config.gamma, _)
                     col.metric(_(m.label), m.text(value), delta=delta, help=_(m.help))
+            if spec:
+                counts = [M.metric(key) for key in M.LIVE_COUNTS]
+                st.metric(_(COUNTS_LABEL), " → ".join(m.text(s.get(m.key)) for m in counts),
+                          help="\n\n".join(f"**{_(m.label)}**: {_(m.help)}" for m in counts))
+            if trace is not None and (line := acceptance_line(trace)) is not None:
+                st.caption(line)
             if note:
                 st.warning(note, icon=":material/speed:")
 
@@ -138,9 +156,28 @@ class RunView:
             return
         self.timeline(trace)
         if trace.config.mode == "speculative":
-            self.accept_ph.plotly_chart(
-                F.acceptance_figure(trace, tr=_), key=self._key("acceptance"), config={"displayModeBar": False},
-            )
+            with self.accept_ph.container():
+                st.plotly_chart(F.acceptance_figure(trace, tr=_), key=self._key("acceptance"),
+                                config={"displayModeBar": False})
+                st.caption(positions_line(trace))
+
+    @contextmanager
+    def reading_prompt(self, read: PromptRead | None) -> Iterator[None]:
+        """While the block runs (the round that reads the prompt first, ``read``; None: no
+        reading, nothing drawn), the status line says how many tokens are read and how long
+        that should take here, with the seconds so far counting up in the browser: the
+        script waits on the engine meanwhile and sends nothing. The status line as it was
+        comes back after the block (after an exception the page is drawn afresh anyway)."""
+        if read is None:
+            yield
+            return
+        before = getattr(self, "_status", None)
+        badge = _("reading the prompt")
+        counter = html.escape(_("{seconds} s so far")).replace("{seconds}", '<span class="sv-elapsed"></span>')
+        self.status_ph.html(_status_html(reading_text(read), badge, "sv-live", note_html=counter))
+        yield
+        if before is not None:
+            self.status_ph.html(before)
 
     def race(self, state: LiveState | None, progress: tuple[int, int] | None = None) -> None:
         """The race against the target alone: progress while it runs, then the speedup
@@ -296,9 +333,9 @@ def theory_line(trace: Trace) -> str | None:
 
     s = F.live_summary(trace)
     c, gamma = s.get("cost_ratio_c"), trace.config.gamma
-    if not c or not trace.rounds or trace.config.mode != "speculative":
+    alpha = M.alpha_estimate(trace)
+    if not c or alpha is None:
         return None
-    alpha = theory.alpha_from_mean_length(s["mean_acceptance_length"], gamma)
     predicted = theory.expected_speedup(alpha, gamma, c)
     best = theory.best_gamma(alpha, c, max_gamma=16)
     head = _("Theory: a per-token α ≈ {alpha:.2f} (what {length:.2f} tokens per round implies) and c = {c:.2f} "
@@ -310,6 +347,69 @@ def theory_line(trace: Trace) -> str | None:
         return _("{head}; the best γ for these numbers is {best} (×{speedup:.2f}).").format(
             head=head, best=best, speedup=theory.expected_speedup(alpha, best, c))
     return _("{head}, the best γ for these numbers.").format(head=head)
+
+
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def acceptance_line(trace: Trace) -> str | None:
+    """The acceptance rate and the theory's α told apart, with this run's numbers (None
+    before a round with a draft): the rate is counted, accepted ÷ drafted; α is the per-token
+    probability the closed form assumes, estimated from the tokens per round
+    (``metrics.alpha_estimate``)."""
+    counts = M.token_counts(trace)
+    alpha = M.alpha_estimate(trace)
+    if alpha is None or not counts["drafted_tokens"]:
+        return None
+    s = F.live_summary(trace)
+    return _("Acceptance {rate} = {accepted} accepted ÷ {drafted} drafted. The theory's α ≈ {alpha:.2f} is a "
+             "per-token probability, the same at every position: the α for which (1 − α{power}) ÷ (1 − α) "
+             "= the {length:.2f} tokens per round measured.").format(
+        rate=M.text("acceptance_rate", s["acceptance_rate"]), accepted=counts["accepted_tokens"],
+        drafted=counts["drafted_tokens"], alpha=alpha, power=str(trace.config.gamma + 1).translate(SUPERSCRIPT),
+        length=s["mean_acceptance_length"])
+
+
+def positions_line(trace: Trace) -> str:
+    """How the per-position bars are counted, and whether they may rise, from this run."""
+    how = _("Bar i: the rounds that kept draft position i ÷ the rounds that drafted it (the counts below), as "
+            "vLLM counts per position. A round stops at its first rejection: the positions after it count as "
+            "not kept.")
+    short, rounds, gamma = M.short_drafts(trace), len(trace.rounds), trace.config.gamma
+    if short:
+        why = _("{short} of the {rounds} rounds drafted fewer than γ = {gamma} tokens (the token budget ran out, "
+                "or the draft proposed the end of the text): they count only where they drafted, so a later bar "
+                "can stand higher.").format(short=short, rounds=rounds, gamma=gamma)
+    elif rounds == 1:
+        why = _("The round drafted γ = {gamma} tokens.").format(gamma=gamma)
+    else:
+        why = _("All {rounds} rounds drafted γ = {gamma} tokens, so the bars can only fall from left to "
+                "right.").format(rounds=rounds, gamma=gamma)
+    return _("{how} {why}").format(how=how, why=why)
+
+
+def _seconds(ms: float) -> str:
+    """Seconds for a time said in a sentence: 0.4, 2.5, 58."""
+    return f"{ms / 1000:.0f}" if ms >= 9950 else f"{ms / 1000:.1f}"
+
+
+def reading_text(read: PromptRead) -> str:
+    """What the status line says while ``read``'s models read the prompt: its tokens, and the
+    time that takes here, estimated from the last prompt they read (metrics.prefill_estimate_ms)."""
+    tokens = f"{read.tokens:,}"
+    if read.lanes == ("target",):
+        if read.estimate_ms is None:
+            return _("Timing the target alone: it reads the prompt first, {tokens} tokens (no prompt has been "
+                     "timed since the app started, so no estimate yet).").format(tokens=tokens)
+        return _("Timing the target alone: it reads the prompt first, {tokens} tokens: about {seconds} s here, "
+                 "at the {rate} ms per token measured on the last prompt it read.").format(
+            tokens=tokens, seconds=_seconds(read.estimate_ms), rate=f"{read.ms_per_token:.1f}")
+    if read.estimate_ms is None:
+        return _("Starting: the draft and the target read the prompt, {tokens} tokens (no prompt has been timed "
+                 "since the app started, so no estimate yet).").format(tokens=tokens)
+    return _("Starting: the draft and the target read the prompt, {tokens} tokens: about {seconds} s here, at "
+             "the {rate} ms per token measured on the last prompt they read.").format(
+        tokens=tokens, seconds=_seconds(read.estimate_ms), rate=f"{read.ms_per_token:.1f}")
 
 
 def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
