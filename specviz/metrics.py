@@ -6,6 +6,11 @@ its value into text. The CLI summary, the Live stats and the run history all rea
 table, and every number shown anywhere is formatted here: the same stored value always
 reads the same. Labels and help texts are English, marked with ``N_``: the app shows
 them through its ``_``, the CLI as they are.
+
+Beside the table, the counts behind the rates (``token_counts``, ``position_counts``: per
+draft position, drafted, judged and accepted), the theory's α as estimated from a run
+(``alpha_estimate``), and a prompt's reading time estimated from an earlier read
+(``prefill_estimate_ms``).
 """
 
 from __future__ import annotations

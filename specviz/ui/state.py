@@ -3,8 +3,10 @@
 ``LiveState`` is one live run (a ``Race``: the speculative run, then the target alone and
 the comparison; whether it is in the history yet), kept in ``st.session_state`` with the
 run history and the measured baselines. Beside it: the control widgets' seeding, their
-values read into a ``RunConfig`` and checked the way the engine would check them, and
-the callbacks of the buttons and example pills.
+values read into a ``RunConfig`` and checked the way the engine would check them, the
+callbacks of the buttons and example pills, and this machine's prefill rate (the last
+prompt each model read, ``PREFILL_READS``) that estimates how long the next prompt takes
+to read (``LiveState.next_read``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The run view: placeholders laid out once and updated in place, live or in replay.
 
 ``RunView`` holds the status line, the token strip, the output as plain text (whole,
-scrollable, with a copy button), the timeline, the numbers, the per-position acceptance
-chart and the race section, and redraws each on its own.
+scrollable, with a copy button), the timeline, the numbers (and the counts behind them),
+the per-position acceptance chart and the race section, and redraws each on its own;
+``reading_prompt`` holds the status line on the prompt's reading while the engine reads it.
 ``animate_round`` plays one round already computed (or recorded) in slow motion on a
 view; the engine's clock stops while a round is held, so the animation never touches
 the timings shown: they are the real ones.
