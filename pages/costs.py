@@ -75,7 +75,8 @@ if not found:
 else:
     rows, meta = found
     labels = {"ms_axis": _("one forward pass (ms)"), "k_axis": _("new tokens per pass (k = γ + 1 in a verify pass)"),
-              "draft": _("draft"), "target": _("target"), "batch": _("batch {batch}")}
+              "draft": _("draft"), "target": _("target"), "batch": _("batch {batch}"),
+              "pass_hover": _("k = %{x}: %{y:.1f} ms")}
     st.plotly_chart(FT.cost_curve_figure(rows, labels), key="costs_fig", config={"displayModeBar": False})
     note = _("Measured on {when} ({device}, {dtype}, a context of {ctx} tokens, the median of {repeats} passes "
              "per point).").format(when=meta.get("measured_at", "?"), device=meta.get("device", device),
@@ -109,7 +110,7 @@ else:
         for g in (1, 2, 3, 4, 6, 8, 12, 16):
             table.append({
                 "γ": g,
-                _("verify pass T(γ + 1)"): fmt_ms(curve.verify(g + 1)),
+                _("verify pass T(γ + 1)"): fmt_ms(curve.verify(g + 1), _),
                 _("T(γ + 1) ÷ T(1)"): f"{shape(g + 1):.2f}",
                 _("speedup, simple"): f"×{theory.expected_speedup(alpha, g, curve.c):.2f}",
                 _("speedup, refined"): f"×{theory.refined_speedup(alpha, g, td, curve.verify):.2f}",

@@ -8,6 +8,7 @@ from specviz import inspect as insp
 from specviz import ui
 from specviz.figures import inspect as FI
 from specviz.marks import printable
+from specviz.i18n import MILLISECONDS
 from specviz.metrics import fmt_ms
 from specviz.trace import trace_upto
 from specviz.ui.lang import _, language_switch
@@ -32,12 +33,12 @@ def num(x: float | None) -> str:
 
 def dur(ms: float | None) -> str:
     """A duration, with two decimals below a millisecond (rollbacks are that quick)."""
-    return f"{ms:.2f} ms" if ms is not None and 0 <= ms < 1 else fmt_ms(ms)
+    return _(MILLISECONDS).format(ms=f"{ms:.2f}") if ms is not None and 0 <= ms < 1 else fmt_ms(ms, _)
 
 
 def stamp(ms: float) -> str:
     """A moment on the run's clock."""
-    return f"{ms:,.1f} ms"
+    return _(MILLISECONDS).format(ms=f"{ms:,.1f}")
 
 
 def _restart() -> None:

@@ -124,7 +124,7 @@ elif not running:
                                     repeats=settings["repeats"])
         if todo:
             plan += " " + _("About {time} on this machine, estimated from a short probe run.").format(
-                time=fmt_ms(seconds * 1000))
+                time=fmt_ms(seconds * 1000, _))
         if len(todo) < total:
             plan += " " + _("{n} of them were measured earlier in this session with the same settings and are "
                             "not run again.").format(n=total - len(todo))
@@ -197,8 +197,8 @@ def explain(result: S.SweepResult) -> None:
             numbers = ""
             if step and longest.get("verify_ms"):
                 numbers = " " + _("Here a one-token step of the target takes {step}, and a verify pass over "
-                                  "{k} tokens {verify}.").format(step=fmt_ms(step), k=longest["gamma"] + 1,
-                                                                 verify=fmt_ms(longest["verify_ms"]))
+                                  "{k} tokens {verify}.").format(step=fmt_ms(step, _), k=longest["gamma"] + 1,
+                                                                 verify=fmt_ms(longest["verify_ms"], _))
             st.info(_("On {prompts}, the best γ measured and the best γ the formula predicts differ by more than "
                       "1. That can happen: the formula assumes a verify pass over γ + 1 tokens costs the same as "
                       "one target step, but on this machine a k-token pass costs more than a one-token pass, so "
@@ -233,7 +233,7 @@ if running:
         left = ""
         if partial.measured:
             per_run = (time.monotonic() - drawn["t0"]) / partial.measured
-            left = " · " + _("about {time} left").format(time=fmt_ms(per_run * (total - done) * 1000))
+            left = " · " + _("about {time} left").format(time=fmt_ms(per_run * (total - done) * 1000, _))
         text = _("Run {done} of {total}: {prompt}, {what}, repeat {repeat}").format(
             done=done, total=total, prompt=prompt_label(c.prompt, job["labels"]), what=what, repeat=c.repeat + 1)
         progress_bar.progress(done / total, text=text + left)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from specviz import theory
-from specviz.i18n import N_, Translator
+from specviz.i18n import MILLISECONDS, N_, SECONDS, Translator, in_units
 from specviz.trace import Event, Round, Trace, summarize
 
 DASH = "–"
@@ -34,17 +34,17 @@ def _missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def fmt_ms(ms: float | None) -> str:
-    """Milliseconds for people: 0.8 ms, 12 ms, 1.24 s, 83 s."""
+def fmt_ms(ms: float | None, tr: Translator = N_) -> str:
+    """Milliseconds for people: 0.8 ms, 12 ms, 1.24 s, 83 s (``tr``'s unit words: 12 毫秒, 1.24 秒)."""
     if _missing(ms):
         return DASH
     if ms < 10:
-        return f"{ms:.1f} ms"
+        return tr(MILLISECONDS).format(ms=f"{ms:.1f}")
     if ms < 1000:
-        return f"{ms:.0f} ms"
+        return tr(MILLISECONDS).format(ms=f"{ms:.0f}")
     if ms < 10_000:
-        return f"{ms / 1000:.2f} s"
-    return f"{ms / 1000:.0f} s"
+        return tr(SECONDS).format(s=f"{ms / 1000:.2f}")
+    return tr(SECONDS).format(s=f"{ms / 1000:.0f}")
 
 
 def percent(x: float | None) -> int | None:
@@ -95,9 +95,9 @@ class Metric:
     fmt: Callable[[Any], str]
     delta_fmt: Callable[[float, float, Translator], str] | None = None
 
-    def text(self, value: Any) -> str:
-        """The value as shown everywhere ("–" when missing)."""
-        return DASH if _missing(value) else self.fmt(value)
+    def text(self, value: Any, tr: Translator = N_) -> str:
+        """The value as shown everywhere ("–" when missing); ``tr`` gives a duration its unit words."""
+        return DASH if _missing(value) else in_units(self.fmt(value), tr)
 
     def delta(self, now: Any, before: Any, tr: Translator = N_) -> str | None:
         """The change between two runs, of the values as shown (None when not defined);
@@ -177,9 +177,9 @@ def metric(key: str) -> Metric:
     return METRICS[key]
 
 
-def text(key: str, value: Any) -> str:
-    """``value`` of metric ``key``, as shown everywhere."""
-    return METRICS[key].text(value)
+def text(key: str, value: Any, tr: Translator = N_) -> str:
+    """``value`` of metric ``key``, as shown everywhere (``tr``: the page's unit words)."""
+    return METRICS[key].text(value, tr)
 
 
 def live_summary(trace: Trace) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
     if bar:
         return percent(value)
     if key in _METRIC_BY_COLUMN:
-        return _METRIC_BY_COLUMN[key].text(value)
+        return _METRIC_BY_COLUMN[key].text(value, tr)
     if value is None:
         return DASH
     if key == "identical":

@@ -56,6 +56,7 @@ LABELS = {
     "draft": "draft",
     "target": "target",
     "batch": "batch {batch}",
+    "pass_hover": "k = %{x}: %{y:.1f} ms",  # the curves' hover (the page passes it translated)
 }
 
 
@@ -244,7 +245,7 @@ def cost_curve_figure(rows: Iterable[dict[str, Any]], labels: dict[str, str] | N
                 x=list(curve), y=list(curve.values()), mode="lines+markers", name=name, legendgroup=name,
                 showlegend=False, line=dict(color=color, width=3, dash=BATCH_DASH.get(batch, "dashdot")),
                 marker=dict(size=8, symbol=BATCH_SYMBOL.get(batch, "triangle-up")),
-                hovertemplate=f"{L[model]} · {name} · " + "k = %{x}: %{y:.1f} ms<extra></extra>"), row=1, col=col)
+                hovertemplate=f"{L[model]} · {name} · " + L["pass_hover"] + "<extra></extra>"), row=1, col=col)
         fig.update_xaxes(type="log", tickvals=ks, ticktext=[str(k) for k in ks],
                          range=[math.log10(min(ks)) - 0.08, math.log10(max(ks)) + 0.08], row=1, col=col,
                          title=dict(text=L["k_axis"], font=dict(size=13)))

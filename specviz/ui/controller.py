@@ -112,7 +112,7 @@ def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
         s = F.live_summary(tr)
         why = stop_reason_text(tr.stop_reason, _).replace("_", " ")
         view.status(_("Done: {tokens} tokens in {rounds} rounds, {time} ({why})").format(
-            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms), why=why), _("done"), "sv-done", note)
+            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms, _), why=why), _("done"), "sv-done", note)
     elif state.sd_done:
         view.status(_("Speculative run done; the target-alone race is next."), _("paused"), "sv-stop", note)
     elif state.stopped:

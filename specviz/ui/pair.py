@@ -20,7 +20,7 @@ import time
 import streamlit as st
 
 from specviz import ModelError, ModelPair, SpecvizError, load_pair, server_mode
-from specviz.i18n import N_, Translator, translate_known
+from specviz.i18n import N_, SECONDS, Translator, translate_known
 from specviz.models import cache_dir, cache_usage, clear_model_cache
 from specviz.ui.chrome import keep_choices, recorded_traces, translator
 from specviz.ui.lang import _
@@ -237,7 +237,7 @@ def require_pair() -> ModelPair | None:
         bar = box.progress(0.0, text=_("Starting"))
         note = box.empty()
         while not loader.done:
-            bar.progress(min(loader.fraction, 1.0), text=f"{load_message(loader.message)} · {loader.elapsed:.0f} s")
+            bar.progress(min(loader.fraction, 1.0), text=f"{load_message(loader.message)} · " + _(SECONDS).format(s=f"{loader.elapsed:.0f}"))
             card.html(_card_html(loader))
             if loader.cold:
                 note.caption(_(
@@ -306,7 +306,7 @@ def _card_html(loader: PairLoader | None) -> str:
         body = f"<b>{e(title)}</b><br><span class='sv-dim'>{e(how)}</span>"
     elif not loader.done:
         loading = _("Loading…")
-        body = (f"<b>{e(loading)}</b> {int(100 * loader.fraction)}% · {loader.elapsed:.0f} s<br>"
+        body = (f"<b>{e(loading)}</b> {int(100 * loader.fraction)}% · {_(SECONDS).format(s=f'{loader.elapsed:.0f}')}<br>"
                 f"<span class='sv-dim'>{e(load_message(loader.message))}</span>")
     elif loader.error is not None:
         title, how = _("Not available"), _("the page says how to fix it")

@@ -45,7 +45,7 @@ def render_replay(view: RunView, trace: Trace, pos: int, ar: Trace | None = None
     else:
         s = F.live_summary(trace)
         view.status(_("Replay: all {n} rounds, {tokens} tokens in {time}").format(
-            n=n, tokens=s["new_tokens"], time=F.fmt_ms(trace.wall_ms)), badge, "sv-done", where)
+            n=n, tokens=s["new_tokens"], time=F.fmt_ms(trace.wall_ms, _)), badge, "sv-done", where)
     view.strip(upto.rounds, plain=trace.output_text if pos == n else None)
     view.stats(upto)
     view.charts(upto)

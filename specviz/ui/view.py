@@ -135,10 +135,10 @@ class RunView:
                     delta = m.delta(value, prev.get(m.column), _) if ended else None
                     if delta is not None and key == "tokens_per_second":
                         delta = delta_label(delta, prev, trace.config.gamma, _)
-                    col.metric(_(m.label), m.text(value), delta=delta, help=_(m.help))
+                    col.metric(_(m.label), m.text(value, _), delta=delta, help=_(m.help))
             if spec:
                 counts = [M.metric(key) for key in M.LIVE_COUNTS]
-                st.metric(_(COUNTS_LABEL), " → ".join(m.text(s.get(m.key)) for m in counts),
+                st.metric(_(COUNTS_LABEL), " → ".join(m.text(s.get(m.key), _) for m in counts),
                           help="\n\n".join(f"**{_(m.label)}**: {_(m.help)}" for m in counts))
             if trace is not None and (line := acceptance_line(trace)) is not None:
                 st.caption(line)
@@ -426,7 +426,7 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
     total = per_tok * n + verify_s + hold_s
     real_ms = max(rnd.end_ms - rnd.start_ms, 1e-3)
     badge = _("slow motion ×{factor}").format(factor=f"{max(1, round(total * 1000 / real_ms)):,}")
-    note = _("this round took {time} of real engine time; all timings shown are real").format(time=F.fmt_ms(real_ms))
+    note = _("this round took {time} of real engine time; all timings shown are real").format(time=F.fmt_ms(real_ms, _))
     if n:
         view.status(F.round_caption(rnd, "draft", tr=_), badge, "sv-slow", note)
         for i in range(1, n + 1):
