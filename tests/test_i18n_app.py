@@ -126,6 +126,28 @@ def test_live_page_in_chinese():
     assert shown["example"] == "代码" and shown["identical"] == "是" and shown["baseline"] == "实测", shown
 
 
+ENGLISH_UNIT = re.compile(r"\d\s?(ms|s)\b|tok/s")  # "12 ms", "1.24 s", "19 tok/s"
+
+
+def _numbers(at: AppTest) -> list[str]:
+    """The texts that carry a run's durations: the stats' values, the status line, captions
+    and messages, the history table's cells."""
+    return ([m.value for m in at.metric] + _texts(at)
+            + [str(v) for t in at.dataframe for v in t.value.to_numpy().ravel()])
+
+
+def test_durations_read_in_the_pages_units():
+    """Chinese: 毫秒 / 秒 after a number, never ms / s / tok/s (docs/glossary.md); English
+    keeps ms / s."""
+    zh = _numbers(_live("zh"))
+    assert [x for x in zh if re.search(r"\d (毫秒|秒)", x)], zh  # the overhead stat, the Done line
+    assert not [x for x in zh if ENGLISH_UNIT.search(x)], [x for x in zh if ENGLISH_UNIT.search(x)]
+    en = _live("en")
+    (overhead,) = [m.value for m in en.metric if m.label == "Overhead"]
+    assert re.fullmatch(r"[\d.]+ (ms|s)", overhead), overhead
+    assert re.search(r"Done: .*\d (ms|s) \(", _status(en)), _status(en)
+
+
 def test_live_page_in_english_by_default_and_by_url():
     for lang in (None, "en"):
         at = _live(lang)

@@ -9,6 +9,7 @@ import pytest
 
 from specviz import cli, metrics, theory
 from specviz import figures as F
+from specviz.i18n import gettext_for
 from specviz.trace import SUMMARY_KEYS, Event, Round, RunConfig, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,19 @@ def test_every_summary_number_is_in_the_table_once():
 ])
 def test_each_metric_formats_once(key, value, text):
     assert metrics.text(key, value) == text == metrics.metric(key).text(value)
+
+
+@pytest.mark.parametrize("ms, en, zh", [
+    (0.84, "0.8 ms", "0.8 毫秒"), (12.4, "12 ms", "12 毫秒"), (1234.5, "1.23 s", "1.23 秒"), (83_000, "83 s", "83 秒"),
+])
+def test_durations_take_the_pages_unit_words(ms, en, zh):
+    """A Chinese page reads 毫秒 / 秒 (docs/glossary.md), the CLI and an English page ms / s."""
+    tr = gettext_for("zh_CN")
+    assert metrics.fmt_ms(ms) == en == metrics.fmt_ms(ms, gettext_for("en"))
+    assert metrics.fmt_ms(ms, tr) == zh
+    assert metrics.text("overhead_ms", ms, tr) == zh == metrics.metric("wall_ms").text(ms, tr)
+    assert metrics.text("tokens_per_second", 19.44, tr) == "19.4" and metrics.text("acceptance_rate", 0.5, tr) == "50%"
+    assert metrics.fmt_ms(None, tr) == "–"
 
 
 @pytest.mark.parametrize("key", list(metrics.METRICS))
