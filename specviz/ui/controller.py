@@ -72,8 +72,8 @@ def contention_note(trace: Trace | None) -> str | None:
         return None
     named = contention.describe(trace.contention, _)
     if all(c.label == contention.OTHER_PROCESSES for c in trace.contention):
-        return _("Timed on a busy machine: {jobs} ran at the same time, so these numbers are slower than the "
-                 "pair's own. Run again once the machine is quieter.").format(jobs=named)
+        return _("Timed on a busy machine: {jobs} ran meanwhile, so these numbers are slower than the pair's "
+                 "own.").format(jobs=named)
     return _("Timed under contention: {jobs} ran at the same time, so these timings are slower than the pair's "
              "own. Run again once loading has finished.").format(jobs=named)
 
