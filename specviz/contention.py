@@ -7,16 +7,16 @@ timings off as the pair's own:
   pairs off the script thread). ``heavy(label)`` wraps such work, and
   ``overlapping(start_ns, end_ns)`` names the jobs that ran during a span of timed work;
 * other processes on the same cores: a browser, a video call, an indexer, another copy of the
-  app. A ``CpuMeter`` measures the CPU time they took during the timed spans (``cpu_sample``
-  at each span's start and end, never per kernel), as a share in cores:
+  app. A ``CpuMeter`` measures the CPU time they took during the timed spans (a sample at
+  each span's start and end, never per kernel), as a share in cores:
 
       other = (busy CPU time of this process's CPUs) - (this process's own CPU time)
       share = sum of other over the timed spans / sum of their wall time
 
   busy = user + nice + system + irq + softirq of each CPU in this process's affinity (not
   idle, iowait or steal: steal is the hypervisor's, not a process's). A share of 0.9 is
-  another program taking 90% of one core. ``busy(meter)`` says whether it is enough to mark
-  the run (``BUSY_CORES``, beyond the counters' resolution).
+  another program taking 90% of one core. ``CpuMeter.busy`` says whether it is enough to
+  mark the run (``BUSY_CORES``, beyond the counters' resolution: ``is_busy``).
 
 A run records both as ``Contention`` entries in its trace (``trace.contention``): a job's
 label with no share, or ``Contention(OTHER_PROCESSES, share)``. ``describe`` says a list of

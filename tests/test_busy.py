@@ -252,8 +252,13 @@ def test_live_says_a_busy_run_and_an_unfair_race_and_offers_to_race_again(live_a
     table = at.dataframe[0].value
     assert table["tok/s"][0].endswith("⚠") and table["speedup"][0].endswith("⚠")
     assert any("#1" in c.value and "not a fair ratio" in c.value for c in at.caption)
+    at.slider(key="gamma").set_value(5).run()
+    assert at.button(key="race_again").disabled  # not "the same settings" any more
+    at.slider(key="gamma").set_value(4).run()
+    assert not at.button(key="race_again").disabled
     at.button(key="race_again").click().run()
     assert len(at.session_state["history"]) == 2 and not at.warning
+    assert at.session_state["live"].trace.config.gamma == 4
 
 
 def test_live_says_it_in_chinese(app_tiny_only, monkeypatch):

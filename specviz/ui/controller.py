@@ -72,8 +72,8 @@ def contention_note(trace: Trace | None) -> str | None:
         return None
     named = contention.describe(trace.contention, _)
     if all(c.label == contention.OTHER_PROCESSES for c in trace.contention):
-        return _("Timed on a busy machine: {jobs} ran at the same time, so these numbers are slower than the "
-                 "pair's own. Run again once the machine is quieter.").format(jobs=named)
+        return _("Timed on a busy machine: {jobs} ran meanwhile, so these numbers are slower than the pair's "
+                 "own.").format(jobs=named)
     return _("Timed under contention: {jobs} ran at the same time, so these timings are slower than the pair's "
              "own. Run again once loading has finished.").format(jobs=named)
 
@@ -92,10 +92,12 @@ def race_note(state: LiveState) -> str | None:
         speedup=metric("speedup").text(race.comparison.speedup))
 
 
-def _race_again(note: str) -> None:
+def _race_again(note: str, changed: bool) -> None:
+    """The unfair race's note, and a button that races the same settings again (off once they changed)."""
     st.warning(note, icon=":material/balance:")
     st.button(_("Run the race again"), key="race_again", icon=":material/replay:", on_click=set_cmd, args=("run",),
-              help=_("The same prompt and settings: a fresh speculative run, then the target alone."))
+              disabled=changed, help=_("Settings changed: Run races the new ones.") if changed else
+              _("The same prompt and settings: a fresh speculative run, then the target alone."))
 
 
 def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
@@ -140,7 +142,7 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     view.charts(tr)
     view.race(state)
     if note := race_note(state):
-        _race_again(note)
+        _race_again(note, state.sig != signature(cfg))
 
 
 def _fail(state: LiveState, exc: Exception) -> None:
