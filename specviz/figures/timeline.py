@@ -249,6 +249,12 @@ def _labelled_rounds(rounds: list[Round], axis_ms: float) -> list[Round]:
     return labelled
 
 
+def _label_side(x: float, axis_ms: float) -> str:
+    """Where an R-label sits from its round's start: to the right, except in the axis's last
+    label slot, where it would run past the end and be cut off."""
+    return "top left" if x > max(axis_ms, 1.0) * (1 - 1 / MAX_ROUND_LABELS) else "top right"
+
+
 def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, axis_ms: float,
                       tr: Translator = N_) -> None:
     """One dotted line per round start, labelled R1, R2, ... (thinned out)."""
@@ -259,10 +265,10 @@ def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, axi
     ys = [y for _ in rounds for y in (-0.5, top, None)]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=tr(N_("Round start")), hoverinfo="skip", showlegend=False,
                              line=dict(color=PENDING, width=1, dash="dot")), **where)
-    labelled = _labelled_rounds(rounds, axis_ms)
+    labelled = [r for r in _labelled_rounds(rounds, axis_ms) if r.start_ms <= axis_ms]
     fig.add_trace(go.Scatter(
         x=[r.start_ms for r in labelled], y=[top] * len(labelled), mode="text",
-        text=[f"R{r.index + 1}" for r in labelled], textposition="top right",
+        text=[f"R{r.index + 1}" for r in labelled], textposition=[_label_side(r.start_ms, axis_ms) for r in labelled],
         textfont=dict(size=11, color=PENDING), hoverinfo="skip", showlegend=False,
     ), **where)
 
