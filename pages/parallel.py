@@ -218,7 +218,7 @@ check = parallel.check_serial(trace, costs)
 if alone_run is not None:
     st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
                  "race measured ×{race:.2f} for this run; the serial replay gives ×{replay:.2f}, as its wall time "
-                 "is {err:+.0%} off the run's.").format(
+                 "is {err:+.1%} off the run's.").format(
         which=alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms),
         race=race_speedup, replay=serial.tokens_per_second / alone_tps, err=check.wall_error))
 elif alone_tps:

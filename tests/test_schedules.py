@@ -532,13 +532,19 @@ def test_round_labels_are_spaced_on_the_shared_axis():
     axis = axis_span([r.wall_ms for r in results.values()])
     labels = [t for t in fig.data if getattr(t, "mode", None) == "text"]
     assert len(labels) == 3
+    lefts = 0
     for t in labels:
         assert all(b - a >= axis / MAX_ROUND_LABELS for a, b in zip(t.x, t.x[1:]))
-        # a label in the axis's last slot sits left of its round's start: to its right it would be cut off
+        # a label in the axis's last slot sits left of its round's start: to its right it would be
+        # cut off; the label before it stands two slots away, so the two never touch
         sides = [(x, side) for x, side in zip(t.x, t.textposition)]
         assert all(side == ("top left" if x > axis * (1 - 1 / MAX_ROUND_LABELS) else "top right")
                    for x, side in sides)
+        if sides[-1][1] == "top left":
+            lefts += 1
+            assert len(t.x) < 2 or t.x[-1] - t.x[-2] >= 2 * axis / MAX_ROUND_LABELS
         assert all(x <= axis for x in t.x)
+    assert lefts  # the run is made so that one schedule's last round starts in the last slot
 
 
 def _scaled(costs: LatencyModel, f: float) -> LatencyModel:
