@@ -86,6 +86,8 @@ if (why := parallel.why_not_replayable(trace)) is not None:
                       "for greedy runs only."),
         "ngram": _("its drafter is the n-gram lookup, which has no draft model to overlap."),
         "no_ranks": _("it holds no draft ranks: record it again with this version of specviz."),
+        "too_short": _("it is too short: past reading the prompt the draft or the target made no pass, so "
+                       "nothing times a replay's passes. Generate a few more tokens."),
     }
     st.warning(_("This run cannot be replayed under other schedules: ") + reasons[why], icon=":material/info:")
     st.stop()

@@ -44,6 +44,8 @@ NOT_REPLAYABLE = {
                  "so the same run cannot be replayed token for token; the schedules are shown for greedy runs"),
     "ngram": "its drafter is the n-gram lookup, which has no draft model to overlap",
     "no_ranks": "it holds no draft ranks (record it again with this version of specviz)",
+    "too_short": ("it is too short: past reading the prompt the draft or the target made no pass, so nothing "
+                  "times a replay's passes (generate a few more tokens)"),
 }
 
 
@@ -58,6 +60,8 @@ def why_not_replayable(trace: Trace) -> str | None:
         return "ngram"
     if not trace.draft_ranks or len(trace.draft_ranks) != len(trace.output_ids):
         return "no_ranks"
+    if set(references(trace)) != {"draft", "target"}:
+        return "too_short"
     return None
 
 

@@ -54,7 +54,8 @@ def test_target_alone_estimate():
 
 
 @pytest.mark.parametrize("which, why", [
-    ("ar", "autoregressive"), ("sampling", "sampling"), ("ngram", "ngram"), ("stripped", "no_ranks")])
+    ("ar", "autoregressive"), ("sampling", "sampling"), ("ngram", "ngram"), ("stripped", "no_ranks"),
+    ("one token", "too_short"), ("two tokens", "too_short")])
 def test_what_cannot_be_replayed_says_why(tiny_pair, which, why):
     if which == "ar":
         trace = run_ar(tiny_pair, max_new_tokens=8)
@@ -62,6 +63,8 @@ def test_what_cannot_be_replayed_says_why(tiny_pair, which, why):
         trace = run_sd(tiny_pair, temperature=0.9, max_new_tokens=8)
     elif which == "ngram":
         trace = run_sd(tiny_pair, drafter="ngram", prompt="abcabc", max_new_tokens=8)
+    elif which in ("one token", "two tokens"):  # the prefills give token 1; token 2 comes from a verify alone
+        trace = run_sd(tiny_pair, max_new_tokens=1 if which == "one token" else 2)
     else:
         trace = run_sd(tiny_pair, max_new_tokens=8)
         trace.draft_ranks = []

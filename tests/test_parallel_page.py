@@ -209,6 +209,21 @@ def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
     assert any("draft ranks" in w.value for w in at.warning)
 
 
+def test_a_run_too_short_to_time_a_replay_is_explained(tmp_path, monkeypatch):
+    """Two tokens: the prefills give the first, a verify alone the second; no draft pass to scale by."""
+    import specviz.ui.chrome as chrome
+    from specviz import RunConfig, load_pair, speculative
+
+    speculative(load_pair("tiny", dtype="float32"), RunConfig(prompt="Hello", max_new_tokens=2)).run().save(
+        tmp_path / "short.json")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    assert not at.get("plotly_chart")
+    assert any("too short" in w.value for w in at.warning)
+
+
 @pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])
 def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page):
     """A recorded target-alone run has nothing drafted: the Parallel and Inspect pages leave it
