@@ -1,10 +1,15 @@
-"""Parallel: the user's own greedy run, replayed under the serial, PEARL and SSD schedules."""
+"""Parallel: the user's own greedy run, replayed under the serial, PEARL and SSD schedules.
+
+A run times only the passes it made. What a replay needs beyond them (SSD's batched
+branch passes, a verify of another length, the target's one-token pass) is measured when
+the page opens, in seconds, in a background thread that waits its turn for the engine
+(``parallel.QuickCosts``); until it is known, the page shows no number that depends on it."""
 
 import dataclasses
 
 import streamlit as st
 
-from specviz import BadInput, SpecvizError
+from specviz import BadInput, RunConfig, SpecvizError
 from specviz import costs as C
 from specviz import figures as F
 from specviz import parallel, ui
@@ -14,9 +19,51 @@ from specviz.schedules import FANOUT_MODES
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
 
+POLL_S = 0.5  # how often the page looks whether a background measurement has finished
+
 ui.page_chrome()
 language_switch()
 ss = st.session_state
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def quick_costs(_pair, pair_id: int, draft_quant: str, draft_vocab: int, ctx: int,
+                refs: tuple) -> parallel.QuickCosts:
+    """One background measurer per loaded pair, run draft, context and reference passes,
+    shared by every session and rerun (what it measured stays known)."""
+    cfg = RunConfig(draft_quant=draft_quant, draft_vocab=draft_vocab)
+    return parallel.QuickCosts(_pair, cfg, ctx, {ref[0]: ref for ref in refs}, lock=ENGINE_LOCK)
+
+
+def race_of(trace) -> tuple:
+    """(the target-alone run raced with ``trace``, the race's speedup, which run it is in
+    words): this session's Live race, or the recorded target-alone run of the same prompt
+    and settings; (None, None, None) when there is none."""
+    live = ss.get("live")
+    if live is not None and live.trace is trace and live.comparison is not None and live.ar is not None:
+        return live.ar, live.comparison.speedup, _("the target-alone run raced right after it on the Live page")
+    ar = ui.recorded_baseline(trace)
+    if ar is not None and ar.summary.get("tokens_per_second"):
+        return ar, trace.summary["tokens_per_second"] / ar.summary["tokens_per_second"], _(
+            "the recorded target-alone run of the same prompt and settings")
+    return None, None, None
+
+
+def points_text(points) -> str:
+    """The passes in ``points`` in words: the draft's batches, its multi-token reads, the target's."""
+    batches = sorted(b for m, b, _k in points if m == "draft" and b > 1)
+    reads = sorted(k for m, b, k in points if m == "draft" and b == 1)
+    verifies = sorted(k for m, _b, k in points if m == "target")
+    listed = lambda xs: ", ".join(map(str, xs))  # noqa: E731
+    parts = []
+    if batches:
+        parts.append(_("the draft for B sequences at once (B = {list})").format(list=listed(batches)))
+    if reads:
+        parts.append(_("the draft over k tokens of one sequence (k = {list})").format(list=listed(reads)))
+    if verifies:
+        parts.append(_("the target over k new tokens (k = {list})").format(list=listed(verifies)))
+    return "; ".join(parts)
+
 
 # --- which run -------------------------------------------------------------------------------
 sources = ui.replay_sources(speculative_only=True)
@@ -39,6 +86,8 @@ if (why := parallel.why_not_replayable(trace)) is not None:
                       "for greedy runs only."),
         "ngram": _("its drafter is the n-gram lookup, which has no draft model to overlap."),
         "no_ranks": _("it holds no draft ranks: record it again with this version of specviz."),
+        "too_short": _("it is too short: past reading the prompt the draft or the target made no pass, so "
+                       "nothing times a replay's passes. Generate a few more tokens."),
     }
     st.warning(_("This run cannot be replayed under other schedules: ") + reasons[why], icon=":material/info:")
     st.stop()
@@ -46,16 +95,15 @@ if (why := parallel.why_not_replayable(trace)) is not None:
 # --- costs and settings ----------------------------------------------------------------------
 costs, costs_note, measured = ui.schedule_costs(trace)
 cfg = trace.config
-if not measured:
-    pair = ui.loaded_pair()
-    same = pair is not None and (pair.draft_name, pair.target_name, str(pair.device), pair.dtype) == (
-        cfg.draft, cfg.target, cfg.device, cfg.dtype)
-    ctx = parallel.replay_context(trace)
-    if same and st.button(_("Measure this machine's costs at {ctx} tokens of context").format(ctx=ctx),
-                          key="parallel_measure", icon=":material/timer:",
-                          help=_("Times every verify pass (1 to 33 new tokens) and the draft at batch 1 to 32 "
-                                 "over this run's mean context. About a minute on a CPU; live runs wait "
-                                 "meanwhile. Kept for later runs of the same length.")):
+pair = ui.loaded_pair()
+same = parallel.same_pair(pair, cfg)
+ctx = parallel.replay_context(trace)
+if not measured and same and pair.target is not None:
+    if st.button(_("Measure this machine's costs at {ctx} tokens of context").format(ctx=ctx),
+                 key="parallel_measure", icon=":material/timer:",
+                 help=_("Times every verify pass (1 to 33 new tokens) and the draft at batch 1 to 32 "
+                        "over this run's mean context. About a minute on a CPU; live runs wait "
+                        "meanwhile. Kept for later runs of the same length.")):
         bar = st.progress(0.0, text=_("Waiting for the models…"))
         try:
             with ENGINE_LOCK:  # no live round is timed meanwhile, nor the reverse
@@ -79,31 +127,86 @@ with st.sidebar:
 
 settings = parallel.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
                                  fanout=ss["parallel_fanout"], fanout_mode=ss["parallel_fanmode"])
+alone_run, race_speedup, alone_what = race_of(trace)
+missing = parallel.missing_passes(trace, settings, measured, alone_run)
+if not measured:
+    costs = parallel.with_alone(costs, trace, alone_run)
+refs = parallel.references(trace)
+quick = (quick_costs(pair, id(pair), cfg.draft_quant, cfg.draft_vocab, ctx, tuple(sorted(refs.values())))
+         if same else None)
+if quick is not None:
+    costs = parallel.fill_in(costs, trace, quick.ratios)
+    filled = {p for points in missing.values() for p in points if p in quick.ratios}
+    missing = {name: quick.missing(points) for name, points in missing.items()}
+    if any(missing.values()) and quick.error is None:
+        quick.start(set().union(*missing.values()))
+    if filled:
+        costs_note += " " + _("Measured on this machine just now, each beside the run's own pass it is scaled to "
+                              "({seconds:.1f} s): {passes}.").format(seconds=quick.seconds or 0.0,
+                                                                      passes=points_text(filled))
+waiting = {name for name, points in missing.items() if points}
 results = parallel.replay(trace, costs, settings)
 n = len(trace.output_ids)
-alone_ms = parallel.target_alone_ms(costs, n)
+if alone_run is not None:
+    alone_tps = alone_run.summary["tokens_per_second"]
+elif parallel.ALONE not in waiting:
+    alone_tps = n / parallel.target_alone_ms(costs, n) * 1000
+else:
+    alone_tps = None
 
-st.caption(_("Simulated from measured costs: the same tokens the run emitted, with each step timed by "
-             "this machine's forward passes. PEARL and SSD assume the draft has its own device, as in both "
-             "papers; on one device the two models would share it.") + " " + costs_note)
+st.caption(_("Simulated: the same tokens the run emitted, each step timed by the forward-pass costs below. "
+             "PEARL and SSD assume the draft has its own device, as in both papers; on one device the two "
+             "models would share it.") + " " + costs_note)
+
+if waiting:
+    if quick is not None and quick.error:
+        st.error(_("The passes this replay needs could not be measured: ") + quick.error, icon=":material/error:")
+    elif quick is not None:
+        st.info(_("Measuring the branch costs… {passes}: the run did not make these passes. Seconds; a live "
+                  "run waits its turn meanwhile, off its clock.").format(
+            passes=points_text(set().union(*missing.values()))), icon=":material/timer:")
+    else:
+        st.info(_("This run did not make every pass its replay needs ({passes}). Load the pair it was recorded "
+                  "with ({draft} → {target}, {dtype} on {device}) to measure them: seconds.").format(
+            passes=points_text(set().union(*missing.values())), draft=cfg.draft, target=cfg.target,
+            dtype=cfg.dtype, device=cfg.device), icon=":material/info:")
+if quick is not None and quick.running:
+    @st.fragment(run_every=POLL_S)
+    def wait_for_quick_costs() -> None:
+        """Redraw the page once the background measurement is done."""
+        if not quick.running:
+            st.rerun()
+
+    wait_for_quick_costs()
 
 names = {"serial": _("Serial speculative decoding"), "pearl": "PEARL", "ssd": _("SSD (speculative speculative)")}
-titles = {k: f"{names[k]}: {fmt_ms(r.wall_ms)}, {r.tokens_per_second:.1f} tok/s" for k, r in results.items()}
+shown = {k: r for k, r in results.items() if k not in waiting}
+titles = {k: _("{schedule}: {time}, {rate:.1f} tok/s").format(schedule=names[k], time=fmt_ms(r.wall_ms),
+                                                              rate=r.tokens_per_second) for k, r in shown.items()}
 chart, numbers = st.columns([2.6, 1.4])
 with chart:
-    st.plotly_chart(F.schedules_figure(results, titles, _("simulated time since start (ms), one axis for all three"),
-                                       tr=_),
-                    key="parallel_fig", config={"displayModeBar": False})
+    if shown:
+        st.plotly_chart(F.schedules_figure(shown, titles, _("simulated time since start (ms), one axis for all"),
+                                           tr=_),
+                        key="parallel_fig", config={"displayModeBar": False})
 with numbers:
-    serial_ms = results["serial"].wall_ms
+    serial = results["serial"]
     for key, r in results.items():
         with st.container(border=True):
             st.markdown(f"**{names[key]}**")
+            if key in waiting:
+                if quick is None or quick.error:
+                    st.caption(_("Not shown: the run did not make every pass this replay needs (above)."))
+                else:
+                    st.caption(_("Measuring the branch costs…") if key == "ssd" else
+                               _("Measuring the passes γ = {gamma} needs…").format(gamma=settings.gamma))
+                continue
             c = st.columns(2)
             c[0].metric(_("tokens / s"), f"{r.tokens_per_second:.1f}")
-            c[1].metric(_("vs serial"), f"×{serial_ms / r.wall_ms:.2f}")
-            st.metric(_("vs target alone"), f"×{alone_ms / r.wall_ms:.2f}",
-                      help=_("Speedup over the target decoding alone, estimated from its one-token pass."))
+            c[1].metric(_("vs serial"), f"×{serial.wall_ms / r.wall_ms:.2f}" if "serial" not in waiting else "…")
+            st.metric(_("vs target alone"), f"×{r.tokens_per_second / alone_tps:.2f}" if alone_tps else "…",
+                      help=_("This schedule's tokens per second over the target alone's (the caption under the "
+                             "chart says which)."))
             st.caption(_("idle: draft {draft} / target {target}").format(
                 draft=fmt_pct(r.draft_idle_fraction), target=fmt_pct(r.target_idle_fraction)))
             if key == "ssd":
@@ -112,8 +215,25 @@ with numbers:
                 c[1].metric(_("branches / round"), f"{r.branches_per_round or 0:.1f}")
                 st.caption(_("Draft time spent on branches thrown away: ") + fmt_ms(r.wasted_draft_ms))
 
-# --- checked against reality -----------------------------------------------------------------
 check = parallel.check_serial(trace, costs)
+# --- what "vs target alone" divides by ------------------------------------------------------------
+if alone_run is not None:
+    st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
+                 "race measured ×{race:.2f} for this run; the serial replay gives ×{replay:.2f}, as its wall time "
+                 "is {err:+.1%} off the run's.").format(
+        which=alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms),
+        race=race_speedup, replay=serial.tokens_per_second / alone_tps, err=check.wall_error))
+elif alone_tps:
+    how = (_("measured on this machine") if measured else
+           _("measured just now, scaled to the run's own verify pass")
+           if quick is not None and ("target", 1, 1) in quick.ratios else _("the run's own"))
+    st.caption(_("“vs target alone” is an estimate, as no target-alone run of this prompt and settings was raced "
+                 "or recorded: the target's prefill of the prompt ({prefill}), then {n} one-token passes of "
+                 "{one} each ({how}) and the run's bookkeeping, {rate:.2f} tokens/s.").format(
+        prefill=fmt_ms(costs.target_prefill_ms), n=max(0, n - 1), one=fmt_ms(costs.verify(1)), how=how,
+        rate=alone_tps))
+
+# --- checked against reality -----------------------------------------------------------------
 verdict = _("agrees") if check.ok else _("does not agree")
 st.markdown("#### " + _("Checked against the real run"))
 st.markdown(
@@ -131,13 +251,22 @@ if measured and check.rounds_match and not check.ok:
 
 # --- PEARL for real ------------------------------------------------------------------------------
 st.markdown("#### " + _("PEARL for real"))
-pair = ui.loaded_pair()
-same = pair is not None and (pair.draft_name, pair.target_name, str(pair.device), pair.dtype) == (
-    cfg.draft, cfg.target, cfg.device, cfg.dtype) and (pair.remote.url if pair.remote else "") == cfg.target_url
 gamma = settings.gamma
 real_key = (cfg.prompt, cfg.target_url, tuple(trace.output_ids), gamma)  # stable across reruns
+other_draft = [what for what, on in ((_("int8 draft"), cfg.draft_quant != "none"),
+                                     (_("a cut draft head"), bool(cfg.draft_vocab))) if on]
 if not same:
     st.caption(_("Load the pair this run was recorded with (sidebar) to run PEARL on it for real."))
+elif other_draft:
+    st.caption(_("This run drafted with {what}. PEARL for real runs the draft as loaded, with its full head, so "
+                 "it would time another draft than the one replayed above. Turn off **int8 draft** and set "
+                 "**Draft head** to **full vocabulary** in the Live sidebar, run again, and come back.").format(
+        what=_(" and ").join(other_draft)))
+    cols = st.columns([1, 1, 2])
+    cols[0].button(_("Use the draft as loaded"), key="parallel_plain_draft", icon=":material/toggle_off:",
+                   on_click=lambda: ss.update(draft_int8=False, draft_vocab=0),
+                   help=_("Turns off the int8 draft and the cut head for the next Live run."))
+    cols[1].page_link("pages/live.py", label=_("Live: run again"), icon=":material/play_circle:")
 else:
     where = (_("the draft here and the target on {url}: the draft is really free while the server verifies").format(
         url=cfg.target_url) if cfg.target_url else
@@ -155,7 +284,7 @@ else:
             except SpecvizError as exc:
                 ss.pop("parallel_real", None)
                 st.error(_("PEARL could not run: ") + str(exc), icon=":material/error:")
-if (got := ss.get("parallel_real")) is not None and got[0] == real_key:
+if (got := ss.get("parallel_real")) is not None and got[0] == real_key and "pearl" not in waiting:
     real = got[1].trace
     sim = results["pearl"]
     err = real.wall_ms / sim.wall_ms - 1 if sim.wall_ms else 0.0
@@ -189,9 +318,20 @@ cols[2].markdown(_(
     "token) and pre-drafts the next block for each. On a hit the next block is ready at once. The paper "
     "reports up to 2× over optimised speculative decoding and 5× over autoregressive decoding, with a "
     "Llama-3 70B target on 4 H100s and a 1B draft on a fifth GPU."))
-st.markdown(_(
-    "**Why the gain differs here.** The papers give the draft its own GPU, and their targets are "
-    "large enough that one verify pass costs far more than a draft pass. On this machine the two "
-    "small models would share two CPU cores and the same memory bandwidth, and the cost ratio c is "
-    "high, so overlapping hides less; the timelines above show what the schedules would buy with a "
-    "device for each model, at this machine's measured costs."))
+if "serial" not in waiting:
+    gain = parallel.overlap_bound(costs, gamma)
+    block, verify = gamma * costs.draft(1), costs.verify(gamma + 1)
+    st.markdown(_(
+        "**Why the gain differs here.** The papers give the draft its own GPU, and their targets are large "
+        "enough that one verify pass costs far more than a draft pass, so there is much drafting to hide. In "
+        "this replay γ = {gamma} draft passes take {block} and the verify of their {k} tokens {verify}. "
+        "Running the two at once hides the shorter of them, so a round shrinks at most from {both} to "
+        "{longer}: neither PEARL nor SSD can beat ×{gain:.2f} over serial here, and SSD gets that only on a "
+        "hit.").format(gamma=gamma, block=fmt_ms(block), k=gamma + 1, verify=fmt_ms(verify),
+                       both=fmt_ms(block + verify), longer=fmt_ms(max(block, verify)), gain=gain)
+        + " " + (_("The draft is the cheap side ({share} of the verify), so the target's verify passes set the "
+                   "pace.") if block < verify else
+                 _("The draft is the slow side ({share} of the verify), so the target waits for it even when both "
+                   "run at once.")).format(share=fmt_pct(block / verify))
+        + " " + _("On one device ({device}) the two models would also share its cores and memory bandwidth; the "
+                  "timelines above give each model its own.").format(device=cfg.device))

@@ -316,6 +316,20 @@ def timed_pass(model, cache, ids, device) -> float:
     return (t1 - t0) / 1e6
 
 
+class HeadedDraft:
+    """A draft body with a cut LM head (``specviz.draft_head.CutHead``), called as ``measure``
+    calls a causal LM: its ``logits`` are the last ``logits_to_keep`` positions' over the kept ids."""
+
+    def __init__(self, model, head):
+        self.model, self.head, self.config = model, head, model.config
+
+    def __call__(self, input_ids, cache, use_cache: bool = True, logits_to_keep: int = 1):
+        from types import SimpleNamespace
+
+        hidden = self.model.base_model(input_ids=input_ids, cache=cache, use_cache=use_cache).last_hidden_state
+        return SimpleNamespace(logits=self.head.logits(hidden[:, -logits_to_keep:]))
+
+
 def measure(
     pair,
     context_length: int = 300,
@@ -327,6 +341,7 @@ def measure(
     stop: Callable[[], bool] | None = None,
     grid: Iterable[Sequence] | None = None,
     reads: Iterable[int] = DRAFT_READS,
+    draft=None,
 ) -> list[dict[str, Any]]:
     """Forward-pass times of ``pair`` on its own device and dtype, one row per grid point:
     ``{"model", "batch", "tokens", "ms", "min_ms", "max_ms"}`` (``ms`` the median of
@@ -347,7 +362,10 @@ def measure(
     passes, and when it says True the points timed at least once so far are returned (the
     median of their passes). The whole measurement is marked as heavy work
     (``specviz.contention``), so a run timed meanwhile in another thread knows its timings
-    were contended."""
+    were contended.
+
+    ``draft``: the model timed as the draft (default ``pair.draft``): a run's int8 copy
+    (``pair.draft_model("int8")``) or its body with a cut head (``HeadedDraft``)."""
     import torch
 
     points = _normalize_grid(grid if grid is not None else default_grid(tokens, batches, models, reads))
@@ -362,6 +380,7 @@ def measure(
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
     tell = progress or (lambda fraction, message: None)
+    models = {"draft": pair.draft if draft is None else draft, "target": pair.target}
     ids = context_ids(pair.tokenizer, need)
     context, following = ids[:context_length], ids[context_length:]
     times: dict[GridPoint, list[float]] = {p: [] for p in points}
@@ -381,7 +400,7 @@ def measure(
                 if stop is not None and stop():
                     return []
                 tell(0.0, f"Filling the {name}'s cache ({context_length} tokens)")
-                filled[name] = fill_cache(getattr(pair, name), context, pair.device)
+                filled[name] = fill_cache(models[name], context, pair.device)
             if (name, batch) not in caches:
                 caches[name, batch] = batch_cache(filled[name], batch)
         done = 0
@@ -393,7 +412,7 @@ def measure(
                 what = "warming up" if sweep == 0 else f"pass {sweep} of {repeats}"
                 plural = "s" if k > 1 else ""
                 tell(done / total, f"Timing the {name}: batch {batch}, {k} new token{plural} ({what})")
-                ms = timed_pass(getattr(pair, name), caches[name, batch], inputs[point], pair.device)
+                ms = timed_pass(models[name], caches[name, batch], inputs[point], pair.device)
                 if sweep:
                     times[point].append(ms)
                 done += 1

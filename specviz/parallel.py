@@ -6,19 +6,36 @@ The check is what makes the what-if numbers worth reading: the serial replay of 
 must give the same rounds as the run itself (same proposals, same accepted counts) and
 its wall time within ``WALL_TOLERANCE``; the PEARL and SSD replays use the same
 mechanics and the same costs.
+
+A run times only the passes it made: the draft over one token (and two, after a bonus),
+the target over each k it verified. A replay at other settings asks for more: SSD's
+batched branch pass of B sequences and its glue pass over a whole block, a verify of
+another length, the target's one-token pass for the target-alone estimate
+(``missing_passes``). Until those are known a replay's number would be a guess, so
+``QuickCosts`` measures just them, in seconds, in a background thread holding the engine
+(no live round is timed meanwhile), each as a ratio to a pass the run did time
+(``references``) measured beside it; ``fill_in`` scales the ratios to the run's own pass.
+A ratio measured in the same seconds as its reference does not drift with the machine's
+speed, and the replay stays on the run's own clock.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
+import threading
+import time
 from dataclasses import dataclass
 
 from specviz import costs as C
 from specviz import schedules
-from specviz.costs import LatencyModel
-from specviz.errors import BadInput
-from specviz.trace import Trace
+from specviz.costs import GridPoint, LatencyModel
+from specviz.errors import BadInput, SpecvizError
+from specviz.trace import RunConfig, Trace
 
 WALL_TOLERANCE = 0.10
+QUICK_REPEATS = 5  # timed sweeps of a quick measurement (after one warm-up): seconds on a CPU
 
 
 NOT_REPLAYABLE = {
@@ -27,6 +44,8 @@ NOT_REPLAYABLE = {
                  "so the same run cannot be replayed token for token; the schedules are shown for greedy runs"),
     "ngram": "its drafter is the n-gram lookup, which has no draft model to overlap",
     "no_ranks": "it holds no draft ranks (record it again with this version of specviz)",
+    "too_short": ("it is too short: past reading the prompt the draft or the target made no pass, so nothing "
+                  "times a replay's passes (generate a few more tokens)"),
 }
 
 
@@ -41,6 +60,8 @@ def why_not_replayable(trace: Trace) -> str | None:
         return "ngram"
     if not trace.draft_ranks or len(trace.draft_ranks) != len(trace.output_ids):
         return "no_ranks"
+    if set(references(trace)) != {"draft", "target"}:
+        return "too_short"
     return None
 
 
@@ -101,8 +122,228 @@ def costs_for(trace: Trace, measured: tuple[list, dict] | None) -> LatencyModel:
 
 def target_alone_ms(costs: LatencyModel, n: int) -> float:
     """The target alone for n tokens, estimated from the costs: its prefill (which also
-    gives the first token), then one one-token pass and the bookkeeping per token."""
+    gives the first token), then one one-token pass and the bookkeeping per token. The
+    one-token pass must be known (a run that never verified one token did not time it:
+    ``missing_passes`` names it); a lookup would take the shortest pass the run made."""
     return costs.target_prefill_ms + max(0, n - 1) * (costs.verify(1) + costs.overhead_ms)
+
+
+# --- what a replay needs that the run did not time -----------------------------------------
+
+ALONE = "alone"  # missing_passes' key for the target-alone estimate
+
+
+class _Asked:
+    """Stands in for a LatencyModel and notes every pass a replay asks the cost of (each
+    1 ms): which passes a replay makes depends on the run's tokens, never on their cost."""
+
+    draft_prefill_ms = target_prefill_ms = overhead_ms = 1.0
+
+    def __init__(self) -> None:
+        self.points: set[GridPoint] = set()
+
+    def draft(self, batch: int = 1) -> float:
+        self.points.add(("draft", int(batch), 1))
+        return 1.0
+
+    def draft_read(self, tokens: int) -> float:
+        self.points.add(("draft", 1, max(1, int(tokens))))
+        return 1.0
+
+    def verify(self, tokens: int) -> float:
+        self.points.add(("target", 1, int(tokens)))
+        return 1.0
+
+
+def asked_passes(trace: Trace, settings: schedules.Settings) -> dict[str, set[GridPoint]]:
+    """By schedule name: the (model, batch, new tokens) passes its replay of ``trace`` costs."""
+    asked = {}
+    for name, schedule in schedules.SCHEDULES.items():
+        probe = _Asked()
+        schedule(trace.draft_ranks, trace.draft_top, trace.output_ids, probe, settings, config=trace.config,
+                 prompt_ids=trace.prompt_ids, chains=draft_chains(trace))
+        asked[name] = probe.points
+    return asked
+
+
+def timed_passes(trace: Trace) -> collections.Counter:
+    """The passes a run timed, by (model, batch, new tokens): how many of each."""
+    seen: collections.Counter = collections.Counter()
+    for e in trace.events:
+        if e.kind == "draft_forward":
+            seen["draft", 1, max(1, len(e.tokens))] += 1
+        elif e.kind in ("verify_forward", "target_forward"):
+            seen["target", 1, len(e.tokens)] += 1
+    return seen
+
+
+def references(trace: Trace) -> dict[str, GridPoint]:
+    """Per model, the pass the run timed most often (ties: the longer): what a quick
+    measurement times beside the passes it adds, and scales them by."""
+    refs: dict[str, GridPoint] = {}
+    for point, count in sorted(timed_passes(trace).items(), key=lambda pc: (pc[1], pc[0][2])):
+        refs[point[0]] = point
+    return refs
+
+
+def with_alone(costs: LatencyModel, trace: Trace, alone: Trace | None) -> LatencyModel:
+    """``costs`` with the target's one-token pass taken from ``alone``, the target-alone run
+    raced with ``trace`` (its mean one-token pass), where ``trace`` made none itself."""
+    if alone is None or ("target", 1, 1) in timed_passes(trace):
+        return costs
+    ones = [e.duration_ms for e in alone.events if e.kind == "target_forward" and len(e.tokens) == 1]
+    if not ones:
+        return costs
+    return dataclasses.replace(costs, verify_ms={**costs.verify_ms, 1: sum(ones) / len(ones)})
+
+
+def missing_passes(trace: Trace, settings: schedules.Settings, measured: bool,
+                   alone: Trace | None = None) -> dict[str, set[GridPoint]]:
+    """By schedule name, and ``ALONE`` for the target-alone estimate (its one-token pass): the
+    passes a replay of ``trace`` at ``settings`` costs that are not known. Known: the passes
+    the run timed, those between two it timed (a pass over k tokens, between one over fewer
+    and one over more: the lookup interpolates), and the target's one-token pass when
+    ``alone`` (its raced target-alone run) timed it (``with_alone``); with ``measured`` (this
+    machine's whole grid, ``costs.LATENCY_GRID``, at the run's context) every target pass,
+    and every draft pass unless the run's draft is not the plain one (``own_draft``): then
+    its batched passes are still unknown. A pass beyond what was timed is never guessed:
+    the lookup would take the nearest one (a run's shortest verify for a one-token pass) or
+    stretch the last two (B single passes for a batch of B)."""
+    run = set(timed_passes(trace)) | ({("target", 1, 1)} & set(timed_passes(alone)) if alone is not None else set())
+
+    def known(point: GridPoint) -> bool:
+        model, batch, k = point
+        ks = [t for m, b, t in run if (m, b) == (model, batch)]
+        between = bool(ks) and min(ks) <= k <= max(ks)
+        return between or measured and (model == "target" or not own_draft(trace))
+
+    asked = {**asked_passes(trace, settings), ALONE: set() if alone is not None else {("target", 1, 1)}}
+    return {name: {p for p in points if not known(p)} for name, points in asked.items()}
+
+
+def fill_in(costs: LatencyModel, trace: Trace, ratios: dict[GridPoint, float]) -> LatencyModel:
+    """``costs`` with the passes of ``ratios`` (each a pass's time over its model's
+    ``references`` pass, measured together) scaled to that reference's cost in ``costs``.
+    A batched draft pass filled in replaces the B-single-passes stand-in of ``from_trace``."""
+    refs = references(trace)
+    out = dataclasses.replace(costs, draft_ms=dict(costs.draft_ms), verify_ms=dict(costs.verify_ms),
+                              draft_read_ms=dict(costs.draft_read_ms))
+    if any(m == "draft" and b > 1 for m, b, _ in ratios):
+        out.draft_ms = {1: costs.draft(1)}
+    base = {"draft": costs.draft_read(refs["draft"][2]) if "draft" in refs else None,
+            "target": costs.verify(refs["target"][2]) if "target" in refs else None}
+    for (model, batch, k), ratio in sorted(ratios.items()):
+        ms = base[model] * ratio
+        if model == "target":
+            out.verify_ms[k] = ms
+        elif batch > 1:
+            out.draft_ms[batch] = ms
+        elif k > 1:
+            out.draft_read_ms[k] = ms
+        else:
+            out.draft_ms[1] = ms
+    return out
+
+
+def overlap_bound(costs: LatencyModel, gamma: int) -> float:
+    """The most running the draft and the target at once can gain over serial per round:
+    (γ t_draft + T(γ + 1)) / max(γ t_draft, T(γ + 1)), at most 2, when the two are equal."""
+    block, verify = gamma * costs.draft(1), costs.verify(gamma + 1)
+    return (block + verify) / max(block, verify)
+
+
+def same_pair(pair, cfg: RunConfig) -> bool:
+    """Whether ``pair`` (loaded, or None) is the one ``cfg``'s run was recorded with: names,
+    device, dtype and remote target."""
+    return pair is not None and (pair.draft_name, pair.target_name, str(pair.device), pair.dtype) == (
+        cfg.draft, cfg.target, cfg.device, cfg.dtype) and (pair.remote.url if pair.remote else "") == cfg.target_url
+
+
+def run_draft(pair, cfg: RunConfig):
+    """The draft as ``cfg``'s run drafted with (its int8 copy, its cut head), for ``costs.measure``."""
+    draft = pair.draft_model(cfg.draft_quant)
+    return C.HeadedDraft(draft, pair.cut_head(cfg.draft_vocab, cfg.draft_quant)) if cfg.draft_vocab else draft
+
+
+class QuickCosts:
+    """The passes a run's replays need and the run did not time (``missing_passes``), for one
+    pair, draft (the run's: int8, cut head) and context: measured in a background thread,
+    as ratios to ``refs`` (``references``) timed in the same sweeps (``fill_in``).
+
+    ``start(points)`` measures the points not yet known (False: nothing to do, or a
+    measurement is running); the thread holds ``lock`` (the engine queue) throughout, so no
+    live round is timed meanwhile, and ``costs.measure`` marks it as heavy work, so a run
+    timed meanwhile in any other way knows. ``running``, ``error`` (a SpecvizError's
+    message) and ``seconds`` (the last measurement's) are for the page to poll."""
+
+    def __init__(self, pair, cfg: RunConfig, context_length: int, refs: dict[str, GridPoint],
+                 lock=None, repeats: int = QUICK_REPEATS):
+        self.pair, self.cfg, self.context_length, self.refs = pair, cfg, context_length, dict(refs)
+        self.lock = lock if lock is not None else contextlib.nullcontext()
+        self.repeats = repeats
+        self.ratios: dict[GridPoint, float] = {}
+        self.error: str | None = None
+        self.seconds: float | None = None
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def missing(self, points) -> set[GridPoint]:
+        return {p for p in points if p not in self.ratios}
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, points) -> bool:
+        with self._guard:
+            todo = self.missing(points)
+            if not todo or self.running:
+                return False
+            self.error = None
+            # not a daemon: at exit the process waits for its seconds, rather than tearing torch
+            # down under a running pass (which aborts the process: "terminate called ...")
+            self._thread = threading.Thread(target=self._measure, args=(sorted(todo),), daemon=False,
+                                            name="specviz-quick-costs")
+            self._thread.start()
+            return True
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _measure(self, points: list[GridPoint]) -> None:
+        start = time.monotonic()
+        try:
+            self.ratios.update(measure_ratios(self.pair, self.cfg, self.context_length, points, self.refs,
+                                              self.lock, self.repeats))
+        except SpecvizError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # shown on the page, never a traceback
+            self.error = f"{type(exc).__name__}: {exc}"
+        self.seconds = time.monotonic() - start
+
+
+def measure_ratios(pair, cfg: RunConfig, context_length: int, points, refs: dict[str, GridPoint],
+                   lock=None, repeats: int = QUICK_REPEATS) -> dict[GridPoint, float]:
+    """``points`` timed on ``pair`` with ``cfg``'s draft at ``context_length``, each over its
+    model's reference pass of ``refs`` timed in the same sweeps: {point: ms / reference ms}.
+    Each is its fastest pass: what other work on the machine adds to a pass comes in slices
+    of milliseconds (a busy 2-core machine turned the tiny draft's 1.5 ms passes into 2 to
+    100 ms), and the fastest of a few is the pass's own cost; the ratio then applies it to
+    the run's own pass, which paid what the run's minutes cost."""
+    points = sorted(set(points))
+    models = {m for m, _, _ in points}
+    if "target" in models and pair.target is None:
+        raise BadInput("the passes of a remote target cannot be timed here: replay this run at its own γ",
+                       "target")
+    if models - set(refs):
+        raise BadInput(f"the run timed no {' or '.join(sorted(models - set(refs)))} pass to scale by", "trace")
+    grid = sorted(set(points) | {refs[m] for m in models})
+    with lock if lock is not None else contextlib.nullcontext():
+        rows = C.measure(pair, context_length=context_length, grid=grid, repeats=repeats,
+                         draft=run_draft(pair, cfg) if "draft" in models else None)
+    fastest = {(r["model"], r["batch"], r["tokens"]): r["min_ms"] for r in rows}
+    return {p: fastest[p] / fastest[refs[p[0]]] for p in points}
 
 
 @dataclass

@@ -4,6 +4,8 @@ and in Chinese; sampling and rank-less runs are explained, not drawn."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -21,14 +23,16 @@ def tiny_only(app_tiny_only):
     """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
-def _live_run(temperature: float = 0.0) -> AppTest:
+def _live_run(temperature: float = 0.0, race: bool = True, int8: bool = False, gamma: int = 3) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
     at.select_slider(key="speed").set_value("Instant")
-    at.slider(key="gamma").set_value(3)
+    at.slider(key="gamma").set_value(gamma)
     at.number_input(key="max_new_tokens").set_value(32)
     if temperature:
         at.slider(key="temperature").set_value(temperature)
+    at.toggle(key="race").set_value(race)
+    at.toggle(key="draft_int8").set_value(int8)
     at.run()
     at.button(key="run").click().run()
     assert not at.exception, at.exception
@@ -36,10 +40,27 @@ def _live_run(temperature: float = 0.0) -> AppTest:
     return at
 
 
+def _measuring(at: AppTest) -> bool:
+    """Whether the page says it is measuring (its timer icon: in any language)."""
+    return any(i.icon == ":material/timer:" for i in at.info)
+
+
+def _settled(at: AppTest, timeout_s: float = 60.0) -> AppTest:
+    """Rerun until the page's background measurement has finished (in the browser a fragment
+    polls for it and reruns the page; AppTest runs no timers)."""
+    deadline = time.monotonic() + timeout_s
+    while _measuring(at):
+        assert time.monotonic() < deadline, "the branch costs were still being measured"
+        time.sleep(0.2)
+        at.run()
+        assert not at.exception, at.exception
+    return at
+
+
 def _parallel(at: AppTest) -> AppTest:
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
-    return at
+    return _settled(at)
 
 
 def test_the_last_live_run_under_three_schedules():
@@ -54,6 +75,69 @@ def test_the_last_live_run_under_three_schedules():
     assert labels.count("tokens / s") == 3 and "hit rate" in labels
 
 
+def _figure(at: AppTest) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def _titles(at: AppTest) -> list[str]:
+    return [a["text"] for a in _figure(at)["layout"]["annotations"]]
+
+
+def test_ssd_shows_no_number_until_its_branch_costs_are_measured():
+    """The run timed no batched draft pass: SSD shows nothing (no lane, no metric) while the
+    page measures the few it needs, which waits its turn for the engine like any live round.
+    (γ = 5: passes no other test here measures; what was measured stays known in the process.)"""
+    from specviz.ui.controller import ENGINE_LOCK
+
+    at = _live_run(gamma=5)
+    with ENGINE_LOCK:  # a live round holds the engine
+        at.switch_page(PAGE).run()
+        assert not at.exception, at.exception
+        assert _measuring(at)
+        info = " ".join(i.value for i in at.info)
+        assert "the draft for B sequences at once (B = " in info
+        assert [m.label for m in at.metric].count("tokens / s") == 2
+        assert "hit rate" not in [m.label for m in at.metric]
+        assert not [t for t in _titles(at) if t.startswith("SSD")]
+        assert any(c.value == "Measuring the branch costs…" for c in at.caption)
+    _settled(at)
+    assert [m.label for m in at.metric].count("tokens / s") == 3
+    assert [t for t in _titles(at) if t.startswith("SSD")]
+    captions = " ".join(c.value for c in at.caption)
+    assert "Measured on this machine just now" in captions and "B = " in captions
+    assert "upper bound" not in captions
+
+
+def test_vs_target_alone_says_which_run_it_divides_by():
+    """With the race: its target-alone run, whose speedup the caption quotes. Without: an
+    estimate from the one-token pass, measured in the background (the run verified none)."""
+    at = _parallel(_live_run())
+    live = at.session_state["live"]
+    captions = " ".join(c.value for c in at.caption)
+    assert "raced right after it on the Live page" in captions
+    assert f"That race measured ×{live.comparison.speedup:.2f}" in captions
+    alone_tps = live.ar.summary["tokens_per_second"]
+    shown = [m.value for m in at.metric if m.label == "vs target alone"]
+    serial = [m.value for m in at.metric if m.label == "tokens / s"][0]
+    assert shown[0] == f"×{float(serial) / alone_tps:.2f}" or abs(
+        float(shown[0][1:]) - float(serial) / alone_tps) < 0.06  # tokens/s shown to 0.1
+    at = _parallel(_live_run(race=False))
+    captions = " ".join(c.value for c in at.caption)
+    assert "“vs target alone” is an estimate" in captions and "one-token passes" in captions
+    assert all(m.value != "…" for m in at.metric if m.label == "vs target alone")
+
+
+def test_an_int8_run_says_what_pearl_for_real_needs_in_the_uis_words():
+    at = _parallel(_live_run(int8=True))
+    assert not [b for b in at.button if b.key == "parallel_real_run"]
+    captions = " ".join(c.value for c in at.caption)
+    assert "int8 draft" in captions and "Live sidebar" in captions and "quantization" not in captions
+    at.button(key="parallel_plain_draft").click().run()
+    assert at.session_state["draft_int8"] is False
+    at.switch_page("pages/live.py").run()
+    assert at.toggle(key="draft_int8").value is False
+
+
 def test_sliders_redraw_without_running_a_model(monkeypatch):
     at = _parallel(_live_run())
     before = [m.value for m in at.metric]
@@ -64,9 +148,12 @@ def test_sliders_redraw_without_running_a_model(monkeypatch):
 
     monkeypatch.setattr(specviz.engine.Decoding, "__next__", no_model)
     at.slider(key="parallel_gamma").set_value(6).run()
+    _settled(at)  # the passes γ = 6 needs are timed (forward passes over a fixed context), no run
     at.select_slider(key="parallel_fanout").set_value(4).run()
+    _settled(at)
     assert not at.exception, at.exception
     assert [m.value for m in at.metric] != before
+    assert [m.label for m in at.metric].count("tokens / s") == 3
 
 
 def test_in_chinese():
@@ -75,8 +162,11 @@ def test_in_chinese():
     at.query_params["lang"] = "zh"
     at.run()
     assert not at.exception, at.exception
+    _settled(at)
     text = " ".join(m.value for m in at.markdown)
     assert "突破串行等待" in text and "每种调度改变了什么" in text
+    titles = _titles(at)
+    assert len([t for t in titles if "词元/秒" in t]) == 3 and not [t for t in titles if "tok/s" in t]
 
 
 def test_a_sampling_run_is_explained_not_drawn():
@@ -92,6 +182,13 @@ def test_a_recorded_trace_replays_with_no_model_run():
     assert at.selectbox(key="parallel_source").value.startswith("Recorded:")
     assert len(at.get("plotly_chart")) == 1
     assert not at.warning
+    # its pair is not the one loaded: what the run did not time cannot be measured, so no SSD
+    # number; PEARL's one-token verify comes from the recorded target-alone run of that prompt
+    info = " ".join(i.value for i in at.info)
+    assert "Load the pair it was recorded with" in info and "the draft for B sequences at once" in info
+    assert [m.label for m in at.metric].count("tokens / s") == 2
+    assert [t for t in _titles(at) if t.startswith("PEARL")] and not [t for t in _titles(at) if t.startswith("SSD")]
+    assert "the recorded target-alone run of the same prompt and settings" in " ".join(c.value for c in at.caption)
 
 
 def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
@@ -110,6 +207,21 @@ def test_a_trace_without_ranks_is_explained(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert not at.get("plotly_chart")
     assert any("draft ranks" in w.value for w in at.warning)
+
+
+def test_a_run_too_short_to_time_a_replay_is_explained(tmp_path, monkeypatch):
+    """Two tokens: the prefills give the first, a verify alone the second; no draft pass to scale by."""
+    import specviz.ui.chrome as chrome
+    from specviz import RunConfig, load_pair, speculative
+
+    speculative(load_pair("tiny", dtype="float32"), RunConfig(prompt="Hello", max_new_tokens=2)).run().save(
+        tmp_path / "short.json")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    assert not at.get("plotly_chart")
+    assert any("too short" in w.value for w in at.warning)
 
 
 @pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])

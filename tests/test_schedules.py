@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.costs import LatencyModel
+from specviz.figures.schedules import axis_span
 from specviz.errors import BadInput
 from specviz.schedules import UNKNOWN as U
 from specviz.schedules import Settings, fan_out, pearl, serial, simulate_all, ssd
@@ -528,11 +529,67 @@ def test_round_labels_are_spaced_on_the_shared_axis():
     run = recorded([0, 1] * 30)
     results = simulate_all(*run, COSTS, Settings(gamma=2, max_new_tokens=60))
     fig = schedules_figure(results, {n: n for n in results}, "ms")
-    axis = max(r.wall_ms for r in results.values())
+    axis = axis_span([r.wall_ms for r in results.values()])
     labels = [t for t in fig.data if getattr(t, "mode", None) == "text"]
     assert len(labels) == 3
+    lefts = 0
     for t in labels:
         assert all(b - a >= axis / MAX_ROUND_LABELS for a, b in zip(t.x, t.x[1:]))
+        # a label in the axis's last slot sits left of its round's start: to its right it would be
+        # cut off; the label before it stands two slots away, so the two never touch
+        sides = [(x, side) for x, side in zip(t.x, t.textposition)]
+        assert all(side == ("top left" if x > axis * (1 - 1 / MAX_ROUND_LABELS) else "top right")
+                   for x, side in sides)
+        if sides[-1][1] == "top left":
+            lefts += 1
+            assert len(t.x) < 2 or t.x[-1] - t.x[-2] >= 2 * axis / MAX_ROUND_LABELS
+        assert all(x <= axis for x in t.x)
+    assert lefts  # the run is made so that one schedule's last round starts in the last slot
+
+
+def _scaled(costs: LatencyModel, f: float) -> LatencyModel:
+    """``costs`` with every pass, prefill and bookkeeping ``f`` times as long."""
+    times = lambda d: {k: f * v for k, v in d.items()}  # noqa: E731
+    return LatencyModel(times(costs.draft_ms), times(costs.verify_ms), times(costs.draft_read_ms),
+                        f * costs.draft_prefill_ms, f * costs.target_prefill_ms, f * costs.overhead_ms)
+
+
+def _lane_results(walls: dict[str, float]) -> dict:
+    """Serial replays of one run whose wall times are ``walls`` (name -> ms)."""
+    run, settings = recorded([0, 1] * 10), Settings(gamma=2, max_new_tokens=20)
+    base = serial(*run, COSTS, settings).wall_ms
+    return {name: serial(*run, _scaled(COSTS, ms / base), settings) for name, ms in walls.items()}
+
+
+def test_a_lane_far_longer_than_the_others_is_cut_and_labelled():
+    """One axis for all, scaled to what is compared: SSD at 33 s beside serial at 8 s and PEARL at
+    6 s would squeeze them into a quarter of the width; it is cut at 1.15 × 8 s and says where it ends."""
+    from specviz.figures import schedules_figure
+
+    assert axis_span([8000, 6000, 33000]) == pytest.approx(1.15 * 8000)
+    assert axis_span([8000, 6000, 12000]) == 12000  # 1.5 × the next: all drawn whole
+    results = _lane_results({"serial": 8000, "pearl": 6000, "ssd": 33000})
+    fig = schedules_figure(results, {n: n for n in results}, "ms")
+    assert fig.layout.xaxis3.range[1] == pytest.approx(1.02 * 1.15 * 8000)
+    cuts = [a for a in fig.layout.annotations if "cut" in a.text]
+    assert len(cuts) == 1 and "33 s" in cuts[0].text and cuts[0].xref == "x3"
+    finishes = [s for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert len(finishes) == 2  # the cut lane's finish is off the axis: the label says it
+    whole = schedules_figure(_lane_results({"serial": 8000, "pearl": 6000}), {"serial": "s", "pearl": "p"}, "ms")
+    assert not [a for a in whole.layout.annotations if "cut" in a.text]
+
+
+def test_the_legend_sits_above_the_first_lanes_title():
+    """The legend at the figure's top edge, the first lane's title below it, inside the margin."""
+    from specviz.figures import schedules_figure
+    from specviz.figures.schedules import TOP_MARGIN
+
+    results = _lane_results({"serial": 8000, "pearl": 6000})
+    fig = schedules_figure(results, {"serial": "Serial: 8 s", "pearl": "PEARL: 6 s"}, "ms")
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 1 and fig.layout.legend.yanchor == "top"
+    assert fig.layout.margin.t == TOP_MARGIN >= 80  # a legend row (~25 px) and a title (~22 px) above the lane
+    titles = [a for a in fig.layout.annotations if a.text.startswith(("Serial", "PEARL"))]
+    assert [(a.xanchor, a.x) for a in titles] == [("left", 0), ("left", 0)]
 
 
 @pytest.mark.parametrize("bad", [dict(gamma=0), dict(gamma=3, policy="greedy"), dict(gamma=3, fanout=0),

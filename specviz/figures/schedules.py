@@ -1,5 +1,7 @@
-"""The same run under three schedules: serial, PEARL and SSD, one above the other on one
-shared millisecond axis, each schedule's finish marked. Pure: a function of the replays."""
+"""The same run under several schedules (serial, PEARL, SSD), one above the other on one
+shared millisecond axis, each schedule's finish marked. The axis spans what is compared:
+a lane far longer than the others is cut at its end and labelled with its own finish, so
+one slow schedule does not squeeze the others into a corner. Pure: a function of the replays."""
 
 from __future__ import annotations
 
@@ -7,10 +9,23 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.figures.palette import ACCEPTED, DRAFT, TARGET
-from specviz.figures.timeline import base_layout, add_timeline
+from specviz.figures.timeline import add_timeline, base_layout
 from specviz.i18n import N_, Translator
+from specviz.metrics import fmt_ms
 
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
+CUT_RATIO = 1.6  # a lane this many times longer than the next one is cut...
+CUT_AT = 1.15  # ...at this many times the next one's length
+TOP_MARGIN = 92  # the legend (at the top of the figure) and the first lane's title below it
+
+
+def axis_span(walls: list[float]) -> float:
+    """The shared axis's span (ms): the longest lane's, unless it is more than CUT_RATIO
+    times the next longest; then CUT_AT times that one (the longest lane is cut)."""
+    ordered = sorted(walls, reverse=True)
+    if len(ordered) > 1 and ordered[0] > CUT_RATIO * ordered[1]:
+        return CUT_AT * ordered[1]
+    return ordered[0] if ordered else 0.0
 
 
 def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, height: int = 560,
@@ -20,12 +35,20 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
     names = list(results)
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=[titles[n] for n in names])
-    axis = max(r.wall_ms for r in results.values())
+    fig.update_annotations(font=dict(size=14), xanchor="left", x=0)  # the titles, over each lane's left end
+    axis = axis_span([r.wall_ms for r in results.values()])
     for row, name in enumerate(names, start=1):
-        add_timeline(fig, results[name].trace, row=row, legend=row == 1, tr=tr, axis_ms=axis)
-        fig.add_vline(x=results[name].wall_ms, line=dict(color=FINISH.get(name, TARGET), width=2), row=row, col=1)
+        result = results[name]
+        add_timeline(fig, result.trace, row=row, legend=row == 1, tr=tr, axis_ms=axis)
+        if result.wall_ms <= axis:
+            fig.add_vline(x=result.wall_ms, line=dict(color=FINISH.get(name, TARGET), width=2), row=row, col=1)
+        else:
+            fig.add_annotation(x=axis * 1.02, y=0.5, xanchor="right", showarrow=False, row=row, col=1,
+                               text="<b>" + tr(N_("cut: ends at {time} ▶")).format(time=fmt_ms(result.wall_ms))
+                               + "</b>", font=dict(size=13), bgcolor="rgba(255,255,255,0.85)",
+                               bordercolor=FINISH.get(name, TARGET), borderwidth=1)
     base_layout(fig, height, axis, None)
-    fig.update_layout(margin=dict(t=60))
-    fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
+    fig.update_layout(margin=dict(t=TOP_MARGIN),
+                      legend=dict(yref="container", y=1.0, yanchor="top"))
     fig.update_xaxes(title=dict(text=axis_title, font=dict(size=13)), row=len(names), col=1)
     return fig

@@ -239,14 +239,24 @@ def _add_bars(fig: go.Figure, name: str, bars: list[Bar], ys: dict[str, int], wh
 
 def _labelled_rounds(rounds: list[Round], axis_ms: float) -> list[Round]:
     """The rounds whose start gets an R-label: at most ~MAX_ROUND_LABELS over an axis of
-    ``axis_ms`` (the longest timeline of a shared axis), never overlapping."""
+    ``axis_ms`` (the longest timeline of a shared axis), never overlapping, none past its
+    end. A label in the last slot sits left of its line (``_label_side``): the one before
+    it must then be two slots away, or it gives way."""
     gap = max(axis_ms, 1.0) / MAX_ROUND_LABELS
     labelled, last = [], -math.inf
     for r in rounds:
-        if r.start_ms - last >= gap:
+        if r.start_ms - last >= gap and r.start_ms <= axis_ms:
             labelled.append(r)
             last = r.start_ms
+    if len(labelled) > 1 and _label_side(last, axis_ms) == "top left" and last - labelled[-2].start_ms < 2 * gap:
+        del labelled[-2]
     return labelled
+
+
+def _label_side(x: float, axis_ms: float) -> str:
+    """Where an R-label sits from its round's start: to the right, except in the axis's last
+    label slot, where it would run past the end and be cut off."""
+    return "top left" if x > max(axis_ms, 1.0) * (1 - 1 / MAX_ROUND_LABELS) else "top right"
 
 
 def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, axis_ms: float,
@@ -262,7 +272,7 @@ def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, axi
     labelled = _labelled_rounds(rounds, axis_ms)
     fig.add_trace(go.Scatter(
         x=[r.start_ms for r in labelled], y=[top] * len(labelled), mode="text",
-        text=[f"R{r.index + 1}" for r in labelled], textposition="top right",
+        text=[f"R{r.index + 1}" for r in labelled], textposition=[_label_side(r.start_ms, axis_ms) for r in labelled],
         textfont=dict(size=11, color=PENDING), hoverinfo="skip", showlegend=False,
     ), **where)
 

@@ -76,15 +76,14 @@ def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str, bool]:
     """The costs to replay ``trace`` with, a sentence saying where they come from, and
     whether they are this machine's measured passes: those measured for the run's pair,
     device and dtype at the run's own context (``parallel.replay_context``) when cached,
-    with the run's own prefills and bookkeeping; else all from the run."""
+    with the run's own prefills and bookkeeping; else all from the run. What the run did not
+    time (SSD's batched passes) the Parallel page measures itself (``parallel.QuickCosts``)."""
     cfg = trace.config
     ctx = parallel.replay_context(trace)
     found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype, context_length=ctx)
     model = parallel.costs_for(trace, found)
     if found is None:
-        return model, _("Costs read off the run itself (its mean passes); batched draft passes for SSD's "
-                        "branches are taken as B single passes, an upper bound, until this machine's costs "
-                        "are measured at the run's context of {ctx} tokens.").format(ctx=ctx), False
+        return model, _("Costs read off the run itself: its mean pass of each kind."), False
     note = _("Forward-pass costs measured on this machine on {when} ({device}, {dtype}, a context of {ctx} "
              "tokens, the run's mean); prefills and bookkeeping from the run.").format(
         when=found[1].get("measured_at", "?"), device=cfg.device, dtype=cfg.dtype, ctx=ctx)
