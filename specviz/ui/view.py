@@ -92,10 +92,11 @@ class RunView:
     def error(self, text: str) -> None:
         self.status_ph.error(text, icon=":material/error:")
 
-    def strip(self, rounds, live=None, phase="done", shown=None, plain=None) -> None:
+    def strip(self, rounds, live=None, phase="done", shown=None, plain=None, follow=True) -> None:
         """The marked tokens, and below them the output so far as plain text (``plain``
-        overrides the text joined from the rounds' pieces)."""
-        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, tr=_))
+        overrides the text joined from the rounds' pieces). ``follow``: a long strip opens
+        scrolled to its newest tokens; False, at its first line."""
+        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, tr=_, follow=follow))
         self.output(plain if plain is not None else rounds_text(rounds))
 
     def output(self, text: str) -> None:
@@ -168,9 +169,11 @@ class RunView:
                 self._race_result(sd, ar, cmp, getattr(race.pair, "tokenizer", None), baseline_line(race))
         self._race_figure(sd, ar)
 
-    def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None) -> None:
+    def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None, caption: str | None = None
+                      ) -> None:
         """The race of a recorded speculative run against a recorded target-alone run of the
-        same prompt and settings (Replay); ``upto``, the run as far as it is replayed."""
+        same prompt and settings (Replay); ``upto``, the run as far as it is replayed;
+        ``caption``, where the target-alone run came from (default: both recorded)."""
         if self.race_fig_ph is None:
             return
         if ar is None:
@@ -180,7 +183,7 @@ class RunView:
             return
         with self.race_ph.container():
             st.markdown("##### " + _("Race: speculative vs the target alone"))
-            self._race_result(sd, ar, compare(ar, sd), None, _(
+            self._race_result(sd, ar, compare(ar, sd), None, caption or _(
                 "Both runs recorded: the target alone on the same prompt and settings, on the same machine."))
         self._race_figure(upto if upto is not None else sd, ar)
 
