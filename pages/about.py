@@ -1,19 +1,44 @@
 """How it works: the idea in one page, with the marks the app uses.
 
 For someone who has never heard of speculative decoding: what the draft produces, why one
-verify pass can check many tokens, why each model waits, what α and c are, why γ has a
-best value, why the output is the target's own, when it does not help, and what PEARL and
-SSD change. Every sentence is translated at render time (``_``); the formulas are not."""
+verify pass can check many tokens, why each model waits, why acceptance depends on the text
+(with the recorded runs' own rates and tokens), what α and c are, why γ has a best value,
+why the output is the target's own, when it does not help, and what PEARL and SSD change.
+Every sentence is translated at render time (``_``); the formulas are not."""
 
 import streamlit as st
 
 from specviz import figures as F
-from specviz import ui
+from specviz import inspect as insp
+from specviz import theory, ui
+from specviz.i18n import N_
+from specviz.marks import printable
+from specviz.metrics import fmt_ms
 from specviz.ui.lang import _, language_switch
+from specviz.ui.pair import loaded_pair
+from specviz.ui.sources import recorded_run, verify_curve
 
 ui.page_chrome()
 language_switch()
 ui.sidebar_pair(divider=False)
+
+
+def fp32_text() -> str:
+    """When a verify pass is no longer nearly free, with the reference machine's numbers, and this
+    machine's when its verify-cost curve is measured for the loaded pair."""
+    ref = theory.REFERENCE_TARGET_MS
+    text = _("**fp32 on a CPU.** There arithmetic, not memory, is the limit, so a verify pass over k tokens costs "
+             "several one-token passes, more as k grows: on the reference machine of docs/design.md (a 2-core AMD "
+             "EPYC with AVX512-BF16) the default pair's target took {f5:.0f} ms for 5 tokens against {f1:.0f} ms "
+             "for 1 in float32, and {b5:.0f} ms against {b1:.0f} ms in bfloat16. The check is no longer nearly "
+             "free, and it eats the gain.").format(f5=ref["float32"][5], f1=ref["float32"][1],
+                                                   b5=ref["bfloat16"][5], b1=ref["bfloat16"][1])
+    curve = verify_curve(loaded_pair())
+    if curve is not None:
+        text += " " + _("On this machine ({dtype}, measured on the Cost curve page): {t5} for 5 tokens against "
+                        "{t1} for 1.").format(dtype=curve.meta.get("dtype", "?"), t5=fmt_ms(curve.verify(5)),
+                                              t1=fmt_ms(curve.verify(1)))
+    return text
 
 
 def section(title: str, *paragraphs: str) -> None:
@@ -21,6 +46,58 @@ def section(title: str, *paragraphs: str) -> None:
     st.markdown("#### " + title)
     for text in paragraphs:
         st.markdown(text)
+
+
+KINDS = {"code": N_("code"), "json": "JSON", "prose": N_("prose"), "chinese": N_("Chinese")}
+SYNTAX = set('()[]{}<>"\':,;=\n')
+
+
+def tok(text: str) -> str:
+    """A token as inline code, whitespace made visible (· for a space, ↵ for a newline)."""
+    return f"`{printable(text).replace('`', '′')}`"
+
+
+def syntax_round(trace):
+    """The round accepted whole whose tokens hold the most syntax (brackets, quotes, colons,
+    newlines): where the text itself pinned the draft down. None when no round was."""
+    whole = [r for r in trace.rounds if r.proposed and r.accepted == len(r.proposed)]
+    return max(whole, key=lambda r: sum(ch in SYNTAX for ch in "".join(r.proposed_text)), default=None)
+
+
+def why_text_matters() -> None:
+    """Why acceptance depends on the text, with the recorded runs' own rates and tokens (γ = 4, greedy)."""
+    runs = {kind: recorded_run(f"{kind}-gamma4-greedy") for kind in KINDS}
+    runs = {kind: t for kind, t in runs.items() if t is not None and t.rounds}
+    if not runs:
+        return
+    rates = ", ".join(_("{kind} {rate:.0%}").format(kind=_(KINDS[kind]), rate=t.summary.get("acceptance_rate") or 0)
+                      for kind, t in runs.items())
+    paragraphs = [_("How often the draft writes what the target would depends on the text more than on the "
+                    "models. Acceptance in the recorded runs of the default pair (γ = 4, greedy, float32): "
+                    "{rates}.").format(rates=rates)]
+    pinned = [(kind, r) for kind in ("code", "json") if kind in runs and (r := syntax_round(runs[kind]))]
+    if pinned:
+        examples = "; ".join(_("in the {kind} run, {tokens}").format(
+            kind=_(KINDS[kind]), tokens=" ".join(tok(t) for t in r.proposed_text)) for kind, r in pinned)
+        paragraphs.append(_("**Code and JSON are pinned down.** Syntax and keys leave few choices: a bracket opened "
+                            "is closed, a key is written as the format asks, a docstring follows a signature. A "
+                            "small draft knows these rules as well as the target, so the two agree, often for a "
+                            "whole round: {examples}, each drafted and accepted whole.").format(examples=examples))
+    open_text = [(kind, insp.rejections(runs[kind])) for kind in ("prose", "chinese") if kind in runs]
+    shown = [(kind, found[0]) for kind, found in open_text if found]
+    if shown:
+        examples = "; ".join(_("in the {kind} run the draft wrote {draft} where the target wrote {target} (to the "
+                               "target, p = {p_draft:.2f} against {p_target:.2f})").format(
+            kind=_(KINDS[kind]), draft=tok(r.draft.text), target=tok(r.target.text), p_draft=r.draft.p,
+            p_target=r.target.p) for kind, r in shown)
+        paragraphs.append(_("**Open prose has many right answers.** Several wordings fit, and a small draft often "
+                            "picks another one, about as plausible as the target's: {examples}. Greedy "
+                            "verification keeps only the target's exact choice, so such a token still ends the "
+                            "round. A Chinese token is often a whole word, so each position offers more such "
+                            "choices.").format(examples=examples))
+    paragraphs.append(_("The Inspect page shows every rejected token this way: the draft's choice and the target's, "
+                        "with both probabilities."))
+    section(_("Why acceptance depends on the text"), *paragraphs)
 
 
 st.markdown("## " + _("How speculative decoding works"))
@@ -64,6 +141,8 @@ with left:
               "leftover, the residual max(0, p − q) renormalised. Together the two steps keep the target's "
               "exact distribution."))
 
+    why_text_matters()
+
     section(_("Beyond the serial wait: PEARL and SSD"), _(
         "Both overlap drafting and verifying, so neither model waits for the other as long. **PEARL** "
         "pre-verifies the first draft token while drafting, and drafts the next block while the target "
@@ -98,8 +177,8 @@ with right:
               "not the acceptance rate: a round stops at its first rejection, so the guesses after it count as "
               "drafted without ever being judged; the app infers α from tokens / round instead."),
             _("**c** is the cost ratio: the time of one draft pass ÷ the time of one target pass. A good pair "
-              "has a high α and a small c. A round then yields on average"))
-    st.latex(r"\frac{1-\alpha^{\gamma+1}}{1-\alpha}\ \text{tokens,}")
+              "has a high α and a small c. A round then yields on average E tokens,"))
+    st.latex(r"E = \frac{1-\alpha^{\gamma+1}}{1-\alpha}")
     st.markdown(_("and the expected speedup over the target alone is"))
     st.latex(r"\frac{1-\alpha^{\gamma+1}}{(1-\alpha)(\gamma c+1)}")
     st.markdown(_("Speculation can only pay off when α > c; the best γ is the whole number that maximises "
@@ -112,9 +191,7 @@ with right:
         "longer pays for its c."))
 
     section(_("When it does not help"),
-            _("**fp32 on a CPU.** There arithmetic, not memory, is the limit, so a verify pass over k tokens "
-              "costs several one-token passes, more as k grows: measured here, 956 ms for 5 tokens against "
-              "393 ms for 1. The check is no longer nearly free, and it eats the gain."),
+            fp32_text(),
             _("**High batch.** A server verifies many sequences at once, so one pass carries batch × (γ+1) "
               "tokens. Once those already fill the machine, extra guesses are no longer free to check, and "
               "the gain shrinks or vanishes."))

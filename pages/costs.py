@@ -7,6 +7,7 @@ import streamlit as st
 
 from specviz import BadInput
 from specviz import costs as C
+from specviz import sweep as S
 from specviz import theory, ui
 from specviz.contention import Contention, describe
 from specviz.drafters import MAX_GAMMA
@@ -44,13 +45,44 @@ st.markdown(_("A target pass that checks γ draft tokens reads γ + 1 new tokens
               "pass against the new tokens it reads, each sequence on top of a context of {ctx} tokens.").format(
     ctx=ctx))
 
+def estimate() -> tuple[float, str]:
+    """Seconds a measurement will take here (``S.measure_seconds``), and where the pass times come
+    from: the curve measured last (exact per point), else the short probe run Tune makes (once
+    per pair in a session, shared with Tune)."""
+    repeats = int(ss["costs_repeats"])
+    if found:
+        return S.measure_seconds(found[0], grid, repeats, ctx), _("from the last measurement")
+    probes = ss.setdefault("sweep_costs", {})
+    key = (pair.draft_name, pair.target_name, device, pair.dtype)
+    if key not in probes:
+        with st.spinner(_("Timing a short probe run to estimate how long measuring takes…")):
+            probes[key] = S.probe_costs(pair, ui.EXAMPLES[next(iter(ui.EXAMPLES))], lock=ENGINE_LOCK)
+    return S.measure_seconds(probes[key], grid, repeats, ctx), _("estimated from a short probe run")
+
+
+def how_long_text() -> str:
+    """The estimate in one sentence (never a traceback: it is a courtesy)."""
+    try:
+        seconds, source = estimate()
+    except Exception as exc:
+        return _("How long it takes could not be estimated: ") + f"{type(exc).__name__}: {exc}"
+    return _("Measuring takes about {time} on this machine, {source}.").format(time=fmt_ms(seconds * 1000),
+                                                                                source=source)
+
+
 found = cached()
 head = st.columns([1, 1, 3], vertical_alignment="center")
 label = _("Measure again") if found else _("Measure")
+how_long = how_long_text()
 pressed = head[0].button(label, key="costs_measure", type="secondary" if found else "primary",
                          icon=":material/timer:",
                          help=_("Times {n} points: both models, batch 1, 4 and 16, k = 1, 2, 4, 8, 16, 32 new "
-                                "tokens. Minutes on a CPU; live runs wait meanwhile.").format(n=len(grid)))
+                                "tokens, each {repeats} times after a warm-up pass. {how_long} Live runs wait "
+                                "meanwhile.").format(n=len(grid), repeats=int(ss["costs_repeats"]),
+                                                     how_long=how_long))
+head_note = head[2].empty()  # the estimate, or once measured where the curve comes from
+if not found:
+    head_note.caption(how_long)
 if pressed:
     bar = st.progress(0.0, text=_("Waiting for the models…"))
 
@@ -64,6 +96,7 @@ if pressed:
                                            refresh=True, repeats=int(ss["costs_repeats"]))
         found = (rows, meta)
         bar.empty()
+        how_long = how_long_text()  # now from this measurement
     except BadInput as exc:
         bar.empty()
         st.error(_("The curve cannot be measured: ") + str(exc), icon=":material/error:")
@@ -85,7 +118,7 @@ else:
     if jobs := meta.get("contention"):
         note += " " + _("Other work ran meanwhile ({jobs}), so these timings are pessimistic.").format(
             jobs=describe((Contention.of(c) for c in jobs), _))
-    head[2].caption(note)
+    head_note.caption(note + " " + how_long)
 
     # --- what the curve feeds: c and the refined formula --------------------------------------
     curve = C.latency_model(rows, meta=meta)
@@ -123,15 +156,24 @@ else:
 # --- why the curve has the shape it has ------------------------------------------------------------
 st.markdown("#### " + _("Why the curve is flat, then rises"))
 cols = st.columns(3, gap="large")
+ref = theory.REFERENCE_TARGET_MS
 cols[0].markdown(_(
     "**Memory-bound: checking 8 tokens costs about as much as checking 1.** A pass over one token reads every "
     "weight of the model from memory and does little arithmetic with each. A few more tokens reuse the same "
-    "weights while they are at hand, so the pass barely takes longer. In bf16 on this CPU the target's curve is "
-    "nearly flat: this is what makes speculative decoding pay."))
-cols[1].markdown(_(
-    "**Compute-bound: every token costs.** In fp32 this CPU's arithmetic, not its memory, is the limit: "
-    "measured here, the target took 956 ms for a pass over 5 tokens against 393 ms for 1. A verify pass then "
-    "costs several target steps, and the simple formula, which counts it as one, promises too much."))
+    "weights while they are at hand, so the pass barely takes longer. In bf16 on a CPU with bf16 arithmetic "
+    "(AVX512-BF16, AMX) the target's curve is nearly flat: this is what makes speculative decoding pay."))
+compute_bound = _(
+    "**Compute-bound: every token costs.** Where the CPU's arithmetic, not its memory, is the limit (fp32 on a "
+    "CPU), every extra token costs. On the reference machine of docs/design.md (a 2-core AMD EPYC with "
+    "AVX512-BF16), the default pair's target took {f5:.0f} ms for a pass over 5 tokens against {f1:.0f} ms for 1 "
+    "in float32, and {b5:.0f} ms against {b1:.0f} ms in bfloat16. A verify pass then costs several target "
+    "steps, and the simple formula, which counts it as one, promises too much.").format(
+    f5=ref["float32"][5], f1=ref["float32"][1], b5=ref["bfloat16"][5], b1=ref["bfloat16"][1])
+if found:
+    compute_bound += " " + _("On this machine ({dtype}, the curve above): {t5} for 5 tokens against {t1} for "
+                             "1.").format(dtype=meta.get("dtype", pair.dtype), t5=fmt_ms(curve.verify(5)),
+                                          t1=fmt_ms(curve.verify(1)))
+cols[1].markdown(compute_bound)
 cols[2].markdown(_(
     "**Batches bring the knee sooner.** A server verifies many sequences at once: batch × (γ + 1) tokens are in "
     "flight in one pass. The more sequences, the fewer extra draft tokens fit before the pass turns "

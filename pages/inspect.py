@@ -132,6 +132,34 @@ st.html(F.token_strip_html([], live=rnd, phase=phase, shown=shown, tr=_))
 st.markdown(f"### {step + 1} · {TITLES[step]}")
 
 
+def why_rejected(rej: insp.Rejection) -> str:
+    """Why the target rejected a greedy guess, in the chart's own numbers: another wording the
+    target finds nearly as good (open text), or a wrong guess."""
+    said = _("The draft wrote {draft}, the target {target}: to the target, {draft} has p = {p_draft} against "
+             "{p_target} for its own (the blue bars).").format(
+        draft=tok(rej.draft.text), target=tok(rej.target.text), p_draft=num(rej.draft.p), p_target=num(rej.target.p))
+    if rej.plausible:
+        return said + " " + _("{share:.0%} as likely: another wording, about as plausible as the target's. Open "
+                              "prose allows many continuations and a small draft picks one of them, but greedy "
+                              "verification keeps only the target's exact choice. In code and JSON, syntax and keys "
+                              "pin the next token down, so the two models agree far more often.").format(
+            share=rej.ratio)
+    return said + " " + _("{factor:.0f} times less likely: here the draft guessed wrong.").format(factor=1 / rej.ratio)
+
+
+def near_tie_note(rnd, i: int) -> str | None:
+    """A greedy position whose top two the run's dtype can swap by rounding (``insp.near_tie``), in
+    the chart's numbers; None otherwise."""
+    two = insp.top_two_at(rnd, i)
+    if two is None or not insp.near_tie(two.gap, cfg.dtype):
+        return None
+    return _("A near-tie: the target's top two here, {first} (p = {p1}) and {second} (p = {p2}), are "
+             "ln({p1} / {p2}) = {gap:.2f} apart in logit, within the {tie:g} that {dtype} rounding can move. A pass "
+             "over another number of tokens could rank them the other way.").format(
+        first=tok(two.first.text), second=tok(two.second.text), p1=num(two.first.p), p2=num(two.second.p),
+        gap=two.gap, tie=insp.near_tie_logit(cfg.dtype), dtype=cfg.dtype)
+
+
 def say(*sentences: str) -> None:
     st.markdown(" ".join(s for s in sentences if s))
 
@@ -244,6 +272,10 @@ elif step == 2:
             st.caption(_("A greedy run: q and p are drawn at temperature 1; the rule compares only their top "
                          "tokens."))
         st.plotly_chart(FI.pq_figure(pos, tr=_), key="inspect_pq", config={"displayModeBar": False})
+        if S.greedy and pos.verdict == "rejected" and (rej := insp.rejection(rnd)) is not None:
+            st.info(why_rejected(rej), icon=":material/translate:")
+        if S.greedy and (tie := near_tie_note(rnd, pos.index)):
+            st.caption(tie)
         if not S.greedy and pos.u is not None and pos.ratio is not None:
             st.plotly_chart(FI.draw_figure(pos.ratio, pos.u, tr=_), key="inspect_draw",
                             config={"displayModeBar": False})

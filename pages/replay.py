@@ -10,10 +10,12 @@ from specviz import BadInput, server_mode, ui
 from specviz.trace_schema import MAX_TRACE_BYTES
 from specviz.ui.lang import _, language_switch
 from specviz.ui.pair import env_pair
-from specviz.ui.view import export_buttons, md_code
+from specviz.ui.replay import draft_description
+from specviz.ui.view import baseline_line, export_buttons, md_code
 
 ui.page_chrome()
 language_switch()
+ui.keep_choices("replay_source", "replay_speed")  # shown translated: keep the run picked when the language changes
 ss = st.session_state
 live = ss.get("live")
 # The options are fixed English keys, shown translated (format_func): a change of language
@@ -130,13 +132,22 @@ cfg = trace.config
 modes = {"speculative": _("speculative"), "autoregressive": _("autoregressive")}
 # The pair, the mode and the prompt come from the file: code spans show them as written
 # (a Markdown link, $LaTeX$ or HTML in a prompt is text, not markup).
+draft = md_code(cfg.draft) if cfg.draft else _("draft")
+if cfg.mode == "speculative" and (what := draft_description(cfg)):
+    draft = _("{draft} ({what})").format(draft=draft, what=what)
 st.caption(_("Recorded with **{draft} → {target}** · {mode} · γ={gamma} · temperature {temperature} · "
              "prompt: {prompt}").format(
-    draft=md_code(cfg.draft) if cfg.draft else _("draft"), target=md_code(cfg.target) if cfg.target else _("target"),
+    draft=draft, target=md_code(cfg.target) if cfg.target else _("target"),
     mode=modes.get(cfg.mode) or md_code(cfg.mode), gamma=cfg.gamma, temperature=f"{cfg.temperature:g}",
     prompt=md_code(repr(cfg.prompt[:90]))))
+ar, race_caption = None, None
+if cfg.mode == "speculative":
+    if ss["replay_source"] == LIVE and live.ar is not None and live.comparison is not None:
+        ar, race_caption = live.ar, baseline_line(live.race)  # the Live run's own race, as it was run
+    else:
+        ar = ui.recorded_baseline(trace)
 view = ui.RunView()
-ui.render_replay(view, trace, ss[pos_key], ui.recorded_baseline(trace) if cfg.mode == "speculative" else None)
+ui.render_replay(view, trace, ss[pos_key], ar, race_caption)
 with st.container(key="replay_downloads"):  # the whole recorded run, whatever round is on screen
     export_buttons(trace, "replay_dl", f"specviz-{trace_stem}", json_label=_("Trace JSON"), row=True)
 if ss["replay_playing"]:

@@ -51,7 +51,9 @@ with st.sidebar:
                            "of the different γ are interleaved, so a slow moment of the machine does not land on "
                            "one γ."))
     st.number_input(_("Max new tokens"), 1, server_mode.current().max_new_tokens, value=64, step=16,
-                    key="sweep_max_new_tokens")
+                    key="sweep_max_new_tokens",
+                    help=_("At least the largest γ + 1: every round ends with the target's own token, so a run "
+                           "drafts at most one token fewer than it writes."))
 ui.sidebar_pair()
 
 custom = (ss.get("sweep_custom") or "").strip()
@@ -62,6 +64,8 @@ lo, hi = ss["sweep_gamma_range"]
 settings = {"prompts": list(labels), "labels": labels, "gammas": list(range(int(lo), int(hi) + 1)),
             "repeats": int(ss["sweep_repeats"]), "max_new_tokens": int(ss["sweep_max_new_tokens"])}
 BASE = RunConfig()  # greedy, the full draft head, a constant γ: as the Live page starts
+least = S.least_new_tokens(settings["gammas"])
+too_few = settings["max_new_tokens"] < least  # nothing to measure at the longest γ (S.check_max_new_tokens)
 
 
 def start() -> None:
@@ -103,7 +107,7 @@ running = bool(ss["sweep_running"]) and "sweep_job" in ss
 plan_slot = st.empty()  # filled below the buttons are drawn: the probe may take a moment
 bar = st.columns([1, 1, 1, 3], vertical_alignment="bottom")
 bar[0].button(_("Start"), key="sweep_start", type="primary", icon=":material/play_arrow:", width="stretch",
-              on_click=start, disabled=running or not settings["prompts"])
+              on_click=start, disabled=running or not settings["prompts"] or too_few)
 bar[1].button(_("Stop"), key="sweep_stop", icon=":material/stop:", width="stretch", on_click=stop,
               disabled=not running, help=_("Stop after the run in progress; what was measured is kept."))
 bar[2].button(_("Forget"), key="sweep_forget", icon=":material/delete:", type="tertiary", on_click=forget,
@@ -113,6 +117,12 @@ status, progress_bar = st.empty(), st.empty()
 slots = {"figure": st.empty(), "acceptance": st.empty(), "notes": st.container(), "table": st.empty()}
 if not settings["prompts"]:
     plan_slot.info(_("Pick at least one prompt in the sidebar, or type your own."), icon=":material/info:")
+elif too_few and not running:
+    plan_slot.error(_("**Max new tokens** must be at least {least} to sweep γ up to {gamma}: every round ends with "
+                      "the target's own token, so a run drafts at most max new tokens − 1 = {drafted}, and a longer γ "
+                      "would be timed as a shorter draft (at 1 token nothing is drafted at all). Raise max new "
+                      "tokens, or lower the γ range.").format(
+        least=least, gamma=settings["gammas"][-1], drafted=settings["max_new_tokens"] - 1), icon=":material/error:")
 elif not running:
     try:
         todo = S.pending(*args(settings), done=ss["sweep_done"])
@@ -136,26 +146,30 @@ elif not running:
 
 
 # --- figures out ---------------------------------------------------------------------------------
-COLUMNS = {  # row key -> (header, format)
-    "label": (_("Prompt"), None),
-    "gamma": ("γ", "%d"),
-    "tokens_per_second": (_("tok/s (median)"), "%.1f"),
-    "tokens_per_second_min": (_("slowest"), "%.1f"),
-    "tokens_per_second_max": (_("fastest"), "%.1f"),
-    "speedup": (_("speedup"), "×%.2f"),
-    "predicted_speedup": (_("formula"), "×%.2f"),
-    "acceptance_rate": (_("acceptance rate"), "percent"),
-    "mean_acceptance_length": (_("tokens / round"), "%.2f"),
-    "alpha": ("α", "%.2f"),
-    "cost_ratio_c": (_("cost ratio c"), "%.2f"),
-    "verify_ms": (_("verify pass (ms)"), "%.1f"),
-    "n": (_("runs"), "%d"),
+COLUMNS = {  # row key -> (header, format of a measured value)
+    "label": (_("Prompt"), "{}"),
+    "gamma": ("γ", "{:d}"),
+    "tokens_per_second": (_("tok/s (median)"), "{:.1f}"),
+    "tokens_per_second_min": (_("slowest"), "{:.1f}"),
+    "tokens_per_second_max": (_("fastest"), "{:.1f}"),
+    "speedup": (_("speedup"), "×{:.2f}"),
+    "predicted_speedup": (_("formula"), "×{:.2f}"),
+    "acceptance_rate": (_("acceptance rate"), "{:.0%}"),
+    "mean_acceptance_length": (_("tokens / round"), "{:.2f}"),
+    "alpha": ("α", "{:.2f}"),
+    "cost_ratio_c": (_("cost ratio c"), "{:.2f}"),
+    "verify_ms": (_("verify pass (ms)"), "{:.1f}"),
+    "n": (_("runs"), "{:d}"),
 }
+NOT_MEASURED = "–"  # a cell with nothing measured (no target-alone run yet: no speedup), never "None"
 
 
-def table(result: S.SweepResult) -> pd.DataFrame:
+def table(result: S.SweepResult):
+    """The rows as the page shows them: each value formatted, a dash where nothing was measured
+    (a pandas Styler: the numbers stay numbers, so a column still sorts by value)."""
     rows = [{**r, "label": prompt_label(r["prompt"], labels_of(result))} for r in result.rows]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    return frame.style.format({k: fmt for k, (_header, fmt) in COLUMNS.items()}, na_rep=NOT_MEASURED)
 
 
 def labels_of(result: S.SweepResult) -> dict:
@@ -163,13 +177,7 @@ def labels_of(result: S.SweepResult) -> dict:
 
 
 def column_config() -> dict:
-    config = {}
-    for key, (header, fmt) in COLUMNS.items():
-        if fmt is None:
-            config[key] = st.column_config.TextColumn(header)
-        else:
-            config[key] = st.column_config.NumberColumn(header, format=fmt)
-    return config
+    return {key: st.column_config.Column(header) for key, (header, _fmt) in COLUMNS.items()}
 
 
 def draw(result: S.SweepResult, tag: str = "") -> None:

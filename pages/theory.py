@@ -5,12 +5,12 @@ and the user's last Live run marked on the curves. Nothing here runs a model."""
 
 import streamlit as st
 
-from specviz import costs as C
 from specviz import theory, ui
 from specviz.drafters import MAX_GAMMA
 from specviz.figures import theory as FT
 from specviz.ui import pair as ui_pair
 from specviz.ui.lang import _, language_switch
+from specviz.ui.sources import verify_curve
 
 ui.page_chrome()
 language_switch()
@@ -50,13 +50,7 @@ alpha, c, gamma = float(ss["theory_alpha"]), float(ss["theory_c"]), int(ss["theo
 
 # --- the measured verify curve, if this pair has one -------------------------------------------
 pair = ui_pair.loaded_pair()  # the sidebar's pair once it has loaded: this page never waits for it
-curve = None  # the LatencyModel of the cached measurement
-if pair is not None:
-    ctx = C.curve_context_length(pair.context_length, C.SPARSE_CURVE_GRID)
-    found = C.cached_curve(pair.draft_name, pair.target_name, str(pair.device), pair.dtype, ctx,
-                           grids=(C.CURVE_GRID, C.SPARSE_CURVE_GRID, C.LATENCY_GRID))
-    if found is not None:
-        curve = C.latency_model(found[0], meta=found[1])
+curve = verify_curve(pair)  # the LatencyModel of the cached measurement
 verify = None
 if curve is not None:
     t1 = curve.verify(1)
@@ -166,9 +160,16 @@ with right:
     st.markdown(_("With the measured cost T(k) of a target pass over k tokens: per round, γ draft passes and "
                   "one verify pass over γ + 1 tokens; the target alone pays T(1) per token:"))
     st.latex(r"S = \frac{E \cdot T(1)}{\gamma\, t_{\mathrm{draft}} + T(\gamma+1)}")
-    st.markdown(_("**No γ gains when α ≤ c** (simple formula): then α^i ≤ α ≤ c for every i, so a round's "
-                  "extra tokens α + … + α^γ never pay for its γc extra cost; when α > c, γ = 1 already gains "
-                  "(1 + α) / (1 + c) (Corollary 3.9). With a verify pass that grows with γ, the losing region "
-                  "is larger: it is found numerically, the dashed line."))
+    no_gain = _("**No γ gains when α ≤ c** (simple formula): then α^i ≤ α ≤ c for every i, so a round's extra "
+                "tokens α + … + α^γ never pay for its γc extra cost; when α > c, γ = 1 already gains "
+                "(1 + α) / (1 + c) (Corollary 3.9).")
+    if boundary is not None:
+        larger = _("With a verify pass that grows with γ, the losing region is larger: it is found numerically "
+                   "from this machine's measured verify curve, the dashed line.")
+    else:
+        larger = _("With a verify pass that grows with γ, the losing region is larger. It is found numerically "
+                   "from a measured verify curve, and drawn as a dashed line once the Cost curve page has "
+                   "measured one for the loaded pair.")
+    st.markdown(no_gain + " " + larger)
 st.page_link("pages/costs.py", label=_("The verify-cost curve: measure this machine's T(k)"),
              icon=":material/show_chart:")

@@ -483,6 +483,7 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
         gammas = S.parse_gammas(args.gammas)
         prompts = S.check_prompts(args.prompt)
         repeats = S.check_repeats(args.repeats)
+        S.check_max_new_tokens(args.max_new_tokens, gammas)
         base = RunConfig(prompt=prompts[0], chat=not args.raw, gamma=gammas[-1], policy=args.policy,
                          drafter=args.drafter, draft_vocab=args.draft_vocab, draft_quant=args.draft_quant,
                          max_new_tokens=args.max_new_tokens,

@@ -10,6 +10,9 @@ live run and on a recorded one alike.
 * ``story(trace, index)`` the round's walkthrough numbers: each draft pass with its
   token and time, the verify pass, the verdict, the target's token, the rollbacks, and
   when the next round could start drafting.
+* ``top_two(trace, position)`` the target's two most probable tokens where an output
+  token was chosen, and ``near_tie`` whether their logits are close enough for the
+  dtype's rounding to swap them (the math: ``near_tie_logit``).
 
 Traces recorded before the inspector existed hold no candidates: a position then has
 just the proposed token's own q and p (and in a greedy run the argmax comparison, which
@@ -18,6 +21,7 @@ the verdict alone decides).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from specviz.trace import Event, Round, Trace, is_draft_step, is_verify_step
@@ -279,3 +283,155 @@ def default_round(trace: Trace) -> int | None:
         if found is not None:
             return found
     return order[0]
+
+
+# --- near-ties: when rounding can swap the target's top two ------------------------------------
+
+MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}  # stored bits; one more is implicit
+LOGIT_SCALE = 32.0  # the logits' magnitude bound the threshold assumes: a causal LM's top logits are ~10 to 30
+
+
+def spacing(dtype: str, magnitude: float = LOGIT_SCALE) -> float:
+    """The gap between neighbouring numbers ``dtype`` can hold just below ``magnitude``:
+    2^(e − m) for magnitudes in [2^e, 2^(e+1)), with m stored mantissa bits. bfloat16
+    (m = 7): 0.0625 below 16, 0.125 below 32."""
+    e = math.frexp(magnitude)[1] - 1  # magnitude in [2^e, 2^(e+1)); just below it, [2^(e-1), 2^e)
+    if magnitude == 2.0 ** e:
+        e -= 1
+    return 2.0 ** (e - MANTISSA_BITS[dtype])
+
+
+def near_tie_logit(dtype: str) -> float:
+    """The logit gap z1 − z2 below which ``dtype``'s rounding can swap the top two tokens.
+
+    A greedy target picks argmax z. The verify pass (γ + 1 tokens at once) and the target
+    alone's one-token passes do the same arithmetic in a different order, so each logit
+    lands on a different neighbouring value of the dtype's grid: it moves by up to one
+    grid step s each way, and the gap z1 − z2 between two logits by up to 2s. With logits
+    of magnitude up to 32 (16 to 32: s = 2^(4 − m)), the threshold is
+
+        2 s = 2^(5 − m):  bfloat16 (m = 7) 0.25,  float16 (m = 10) 0.031,  float32 (m = 23) 3.8e-6.
+
+    The gap is the log-ratio of the two probabilities, whatever the other tokens do
+    (softmax divides both by the same sum): z1 − z2 = ln(p1 / p2). So two tokens near
+    p = 0.30 that are 0.037 apart (0.318 and 0.281) differ by ln(0.318 / 0.281) = 0.12 in
+    logit: within bf16's 0.25, a near-tie. A gap of 0.037 between 0.05 and 0.013 is a
+    factor of 3.9, ln 3.9 = 1.37: not one. A probability gap alone cannot tell the two
+    apart; the log-ratio can. bench/logit_rounding.py measures what the passes really move."""
+    return 2 * spacing(dtype)
+
+
+def logit_gap(p1: float, p2: float) -> float:
+    """z1 − z2 = ln(p1 / p2): the logit gap of two tokens from their probabilities (at
+    temperature 1, as the trace records a greedy run's p)."""
+    if not p1 > 0 or not p2 > 0:
+        raise ValueError(f"probabilities must be > 0; got {p1!r} and {p2!r}")
+    return math.log(p1 / p2)
+
+
+def least_logit_gap(margin: float) -> float:
+    """The smallest logit gap a probability gap p1 − p2 = ``margin`` allows: with p1 + p2 ≤ 1
+    the ratio p1 / p2 is least at p1 = (1 + m) / 2, so ln((1 + m) / (1 − m)). (For traces
+    that hold only the margin, not the two probabilities.)"""
+    if not 0 <= margin < 1:
+        raise ValueError(f"a probability gap is in [0, 1); got {margin!r}")
+    return math.log((1 + margin) / (1 - margin))
+
+
+@dataclass(frozen=True)
+class TopTwo:
+    """The target's two most probable tokens at one output position, as a run recorded them:
+    the round and the verified position there (1-based, as the Inspect page counts)."""
+
+    round: int
+    position: int
+    first: Candidate
+    second: Candidate
+
+    @property
+    def gap(self) -> float:
+        return logit_gap(self.first.p, self.second.p)
+
+
+def locate(trace: Trace, output_position: int) -> tuple[int, int] | None:
+    """(round index, verified position index) where output token ``output_position`` was
+    chosen; None past the output."""
+    seen = 0
+    for rnd in trace.rounds:
+        if output_position < seen + len(rnd.emitted):
+            return rnd.index, output_position - seen
+        seen += len(rnd.emitted)
+    return None
+
+
+def top_two(trace: Trace, output_position: int) -> TopTwo | None:
+    """The target's top two candidates (by p) where output token ``output_position`` was
+    chosen, from the round's recorded rows; None when the trace holds no rows there."""
+    found = locate(trace, output_position)
+    if found is None:
+        return None
+    return top_two_at(trace.rounds[found[0]], found[1])
+
+
+def top_two_at(rnd: Round, i: int) -> TopTwo | None:
+    """The target's top two candidates (by p) at verified position ``i`` of ``rnd``; None when
+    the round holds no rows there."""
+    cands = [c for c in _candidates(rnd, i) if c.p]
+    if len(cands) < 2:
+        return None
+    return TopTwo(rnd.index + 1, i + 1, cands[0], cands[1])
+
+
+def near_tie(gap: float, dtype: str) -> bool:
+    """Whether a logit gap is within what ``dtype``'s rounding can move (``near_tie_logit``);
+    never in a dtype the table does not know."""
+    return dtype in MANTISSA_BITS and gap < near_tie_logit(dtype)
+
+
+# --- why a greedy draft token was rejected ------------------------------------------------------
+
+PLAUSIBLE = 0.5  # the draft's token at least half as likely, to the target, as the target's own: another wording
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A greedy round's rejected proposal: the draft's token and the target's own there, each
+    with the target's p (and the draft's q), at round ``round``, position ``position`` (1-based)."""
+
+    round: int
+    position: int
+    draft: Candidate
+    target: Candidate
+
+    @property
+    def ratio(self) -> float:
+        """p(draft's token) / p(target's token), both under the target: 1 is an exact tie."""
+        return self.draft.p / self.target.p
+
+    @property
+    def plausible(self) -> bool:
+        """The target itself found the draft's token nearly as good as its own (``PLAUSIBLE``):
+        another wording, as open text allows, not a wrong guess."""
+        return self.ratio >= PLAUSIBLE
+
+
+def rejection(rnd: Round) -> Rejection | None:
+    """The rejected proposal of a greedy round, from its recorded rows (None: every proposal
+    was accepted, or the rows were not recorded)."""
+    k = rnd.accepted
+    if k >= len(rnd.proposed) or rnd.correction is None:
+        return None
+    cands = {c.id: c for c in _candidates(rnd, k)}
+    draft, target = cands.get(rnd.proposed[k]), cands.get(rnd.correction)
+    if draft is None or target is None or not draft.p or not target.p:
+        return None
+    return Rejection(rnd.index + 1, k + 1, draft, target)
+
+
+def rejections(trace: Trace) -> list[Rejection]:
+    """Every rejection of a greedy run with its rows, most plausible first (none when sampling:
+    there a draw decides, not the argmax)."""
+    if not is_greedy(trace):
+        return []
+    found = [r for r in map(rejection, trace.rounds) if r is not None]
+    return sorted(found, key=lambda r: -r.ratio)

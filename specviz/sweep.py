@@ -10,7 +10,8 @@ then γ = N..1, and so on, alternating (``schedule``). Every measured run (a ``C
 stored in ``done``, keyed by everything the run depends on (``cell_key``: the pair, device,
 dtype, prompt, γ, token budget, draft head, policy, sampling, repeat index), so a second
 sweep with the same settings, or a sweep resumed after an interruption, runs only what is
-missing. ``stop()`` is asked before each run: a stopped sweep keeps what it measured.
+missing. A token budget below max γ + 1 is refused (``least_new_tokens``): it cannot
+draft the longest γ, and at 1 token it drafts nothing. ``stop()`` is asked before each run: a stopped sweep keeps what it measured.
 ``progress(done_cells, total_cells, partial_result)`` is told after each run.
 
 From the cells, each (prompt, γ) gets a row (``ROW_KEYS``), and each prompt its
@@ -28,7 +29,9 @@ more (compute-bound passes), the measured best γ lies below the predicted one.
 
 ``estimate_seconds`` says how long a sweep will take before it starts, from a
 ``LatencyModel`` (``specviz.costs``): read off one short probe run (``probe_costs``: a
-speculative run and a target-alone run of a few tokens), or any measured one.
+speculative run and a target-alone run of a few tokens), or any measured one. The same
+probe, or the last measured curve, says how long measuring the verify-cost curve takes
+(``measure_seconds``), for the Cost curve page.
 
 No Streamlit here: the CLI (``specviz sweep``) and the Tune page share it.
 """
@@ -121,6 +124,27 @@ def check_repeats(repeats: int) -> int:
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
         raise BadInput(f"repeats must be a whole number from 1 to {MAX_REPEATS}; got {repeats!r}", "repeats")
     return repeats
+
+
+def least_new_tokens(gammas: Iterable[int]) -> int:
+    """The fewest new tokens a run needs for a sweep over ``gammas`` to measure every γ:
+    max γ + 1. Every round ends with the target's own token, so a run drafts at most one
+    token fewer than it has left (the engine drafts min(γ, left − 1)): with fewer, the
+    longest γ are never drafted in full and measure a shorter one, and at 1 token nothing
+    is drafted at all (no acceptance, no α, a "best γ" picked from timing noise)."""
+    return max(gammas) + 1
+
+
+def check_max_new_tokens(max_new_tokens: int, gammas: Iterable[int]) -> int:
+    """``max_new_tokens`` when it can measure every γ of ``gammas`` (``least_new_tokens``);
+    else BadInput (field ``max_new_tokens``) saying the least and why."""
+    gammas = check_gammas(gammas)
+    least = least_new_tokens(gammas)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < least:
+        raise BadInput(f"max new tokens must be at least {least} to sweep γ up to {gammas[-1]}: every round ends "
+                       f"with the target's own token, so a run drafts at most one token fewer than it writes; "
+                       f"got {max_new_tokens!r}", "max_new_tokens")
+    return max_new_tokens
 
 
 def schedule(prompts: Sequence[str], gammas: Sequence[int], repeats: int) -> list[tuple[str, int, int]]:
@@ -431,6 +455,7 @@ def sweep(
     prompts = check_prompts(prompts)
     gammas = check_gammas(gammas)
     repeats = check_repeats(repeats)
+    max_new_tokens = check_max_new_tokens(max_new_tokens, gammas)
     base = base_config if base_config is not None else RunConfig()
     for prompt in prompts:  # every prompt against the pair (its length, the context) first
         check(pair, run_config(base, prompt, max(gammas), max_new_tokens))
@@ -478,6 +503,7 @@ def pending(pair: ModelPair, prompts: Iterable[str], gammas: Iterable[int], repe
             done: dict[tuple, Cell] | None = None) -> list[tuple[str, int, int]]:
     """The (prompt, γ, repeat) cells of ``schedule`` that ``done`` does not hold yet."""
     done = done or {}
+    check_max_new_tokens(max_new_tokens, gammas)
     return [(p, g, r) for p, g, r in schedule(check_prompts(prompts), check_gammas(gammas), repeats)
             if cell_key(pair, run_config(base_config, p, g, max_new_tokens), r) not in done]
 
@@ -530,7 +556,8 @@ def probe_costs(pair: ModelPair, prompt: str, base_config: RunConfig | None = No
     length = sd.summary.get("mean_acceptance_length") or 1.0
     model.source = "a short probe run"
     model.meta.update(alpha=theory.alpha_from_mean_length(length, sd_cfg.gamma),
-                      off_clock_ms_per_run=max(0.0, off) / 2, probe_tokens=max(1.0, made))
+                      off_clock_ms_per_run=max(0.0, off) / 2, probe_tokens=max(1.0, made),
+                      prompt_tokens=len(sd.prompt_ids))
     return model
 
 
@@ -570,6 +597,7 @@ def estimate_seconds(
     prompts = check_prompts(prompts)
     gammas = check_gammas(gammas)
     repeats = check_repeats(repeats)
+    max_new_tokens = check_max_new_tokens(max_new_tokens, gammas)
     if isinstance(pair_or_costs, LatencyModel):
         costs = pair_or_costs
     else:
@@ -581,3 +609,53 @@ def estimate_seconds(
     if warmup:
         ms += run_ms(costs, gammas[0], min(WARMUP_TOKENS, max_new_tokens))
     return ms / 1000.0
+
+
+# --- how long measuring the verify-cost curve will take --------------------------------------
+
+
+def pass_curves(source: LatencyModel | Iterable[dict[str, Any]]) -> dict[str, dict[int, float]]:
+    """The ms of one forward pass of each model ("draft", "target") by the tokens it reads at
+    once (batch × new tokens): from a measured curve's rows (``specviz.costs.measure``: the
+    slowest row where two share a product), or from a probe's LatencyModel (``probe_costs``:
+    the target's step and verify pass, the draft's step and reads, and each model's prompt
+    prefill over ``meta["prompt_tokens"]`` tokens)."""
+    if not isinstance(source, LatencyModel):
+        curves: dict[str, dict[int, float]] = {}
+        for row in source:
+            n = int(row["batch"]) * int(row["tokens"])
+            curve = curves.setdefault(row["model"], {})
+            curve[n] = max(curve.get(n, 0.0), float(row["ms"]))
+        return curves
+    target = dict(source.verify_ms)
+    draft = {1: source.draft(1), **source.draft_read_ms}
+    prompt = int(source.meta.get("prompt_tokens") or 0)
+    if prompt > 1:
+        if source.target_prefill_ms:
+            target[prompt] = source.target_prefill_ms
+        if source.draft_prefill_ms:
+            draft[prompt] = source.draft_prefill_ms
+    return {"target": target, "draft": draft}
+
+
+def pass_ms(curve: dict[int, float], tokens: int) -> float:
+    """One pass over ``tokens`` tokens on a ``pass_curves`` curve: linear between its points, flat
+    below the first, extrapolated from the last two past the last (a pass over many tokens is
+    compute-bound: its time grows in proportion)."""
+    return LatencyModel(draft_ms={1: 0.0}, verify_ms=curve).verify(tokens)
+
+
+def measure_seconds(source: LatencyModel | Iterable[dict[str, Any]], grid: Iterable[Sequence],
+                    repeats: int, context_length: int) -> float:
+    """How long ``specviz.costs.measure`` takes over ``grid`` ((model, batch, new tokens)
+    points) on this machine, in seconds: each model's cache filled once (one pass over
+    ``context_length`` tokens), then one warm-up and ``repeats`` timed passes per point, each
+    over batch × new tokens; every pass timed by ``pass_curves(source)``."""
+    curves = pass_curves(source)
+    points = [(str(m), int(b), int(k)) for m, b, k in grid]
+    missing = sorted({m for m, _, _ in points} - set(curves))
+    if missing:
+        raise ValueError(f"no pass times for the {', '.join(missing)} to estimate from")
+    fill = sum(pass_ms(curves[m], context_length) for m in {m for m, _, _ in points})
+    passes = sum(pass_ms(curves[m], b * k) for m, b, k in points)
+    return (fill + (repeats + 1) * passes) / 1000.0

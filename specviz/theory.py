@@ -33,6 +33,13 @@ from collections.abc import Callable, Mapping
 
 VerifyCost = Callable[[int], float] | Mapping[int, float]  # k new tokens -> cost of one target pass
 
+# The default pair's target (Qwen2.5-Coder-1.5B, its Q4_K_M weights dequantised to the dtype):
+# one forward pass over k new tokens on a 200-token cache, median ms, on the reference machine
+# of docs/design.md ("Measured timings": a 2-core AMD EPYC with AVX512-BF16, torch 2.13 on the
+# CPU). In float32 the pass is compute-bound (5 tokens cost 1.9 one-token passes), in bfloat16
+# memory-bound (1.04): what pages quote when this machine has no curve of its own yet.
+REFERENCE_TARGET_MS = {"float32": {1: 295.0, 5: 568.0, 9: 665.0}, "bfloat16": {1: 120.0, 5: 125.0, 9: 143.0}}
+
 
 def expected_tokens_per_round(alpha: float, gamma: int) -> float:
     """Mean tokens one round emits: 1 + alpha + ... + alpha^gamma."""

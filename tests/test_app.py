@@ -313,6 +313,53 @@ def test_replay_page_replays_the_last_live_run(app):
     assert charts(app)
 
 
+def test_replay_of_the_live_run_keeps_its_own_race(app):
+    """The Live run raced the target alone: Replay shows that race, not 'no recorded run matches'."""
+    app.button(key="run").click().run()
+    state = live(app)
+    assert state.comparison is not None and state.ar is not None
+    app.switch_page("pages/replay.py").run()
+    assert not app.exception, app.exception
+    captions = " ".join(c.value for c in app.caption)
+    assert "No recorded target-alone run matches" not in captions
+    assert "Baseline measured just now, right after the speculative run" in captions
+    from specviz.metrics import metric as M
+    assert metric(app, "Target alone") == M("tokens_per_second").text(state.ar.summary["tokens_per_second"])
+
+
+def test_replay_opens_a_whole_run_at_its_first_line(app):
+    """The whole run on screen: the strip opens at the top (sv-top); stepping through, it follows the newest round."""
+    app.button(key="run").click().run()
+    app.switch_page("pages/replay.py").run()
+    import re
+
+    def strip_class() -> str:
+        (cls,) = re.findall(r'<div class="(sv-strip[^"]*)" role="log"', strip_html(app))
+        return cls
+
+    assert strip_class() == "sv-strip sv-top"
+    app.button(key="replay_restart").click().run()
+    app.button(key="replay_step").click().run()
+    assert strip_class() == "sv-strip"
+
+
+def test_replay_header_says_the_draft_was_int8_or_cut(app, tmp_path, monkeypatch):
+    import dataclasses
+
+    from specviz.ui import chrome
+
+    app.button(key="run").click().run()
+    trace = live(app).trace
+    trace.config = dataclasses.replace(trace.config, draft_quant="int8", draft_vocab=32768)
+    (tmp_path / "cut.json").write_text(trace.to_json(), encoding="utf-8")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
+    app.switch_page("pages/replay.py").run()
+    app.selectbox(key="replay_source").set_value("Recorded: cut").run()
+    assert not app.exception, app.exception
+    header = next(c.value for c in app.caption if c.value.startswith("Recorded with"))
+    assert "(int8 weights, its head cut to the top 32k tokens (FR-Spec))" in header
+
+
 def test_bad_trace_file_is_a_readable_error():
     from specviz import BadInput
 
@@ -342,7 +389,8 @@ def test_recorded_trace_round_trips_through_replay(app, tmp_path, monkeypatch):
     assert replay_slider(app).value == n and replay_slider(app).max == n
     assert f"all {n} rounds, {trace.summary['new_tokens']} tokens" in status_html(app)
     assert metric(app, "Rounds") == str(n)
-    assert strip_html(app) == live_strip  # the same marks, tokens and plain text, from the file
+    # the same marks, tokens and plain text, from the file (opened at its first line: sv-top)
+    assert strip_html(app).replace('"sv-strip sv-top"', '"sv-strip"') == live_strip
     assert [c.value for c in app.code] == live_code
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -449,3 +450,119 @@ def test_an_ngram_round_is_one_lookup(tiny_pair):
     s = inspect.story(trace, index)
     assert s.lookup and len(s.drafts) == 1 and s.rollback("draft") is None
     assert all(p.q in (None, 1.0) for p in s.positions)  # the lookup's q is one-hot
+
+
+# --- near-ties: the threshold from the dtype's grid --------------------------------------------
+
+
+def _grid_step(dtype: str, magnitude: float) -> float:
+    """The step between neighbouring values torch's ``dtype`` holds just above ``magnitude``."""
+    x = torch.tensor([magnitude])
+    if dtype == "float32":
+        return float(torch.nextafter(x, 2 * x) - x)
+    vals = torch.linspace(magnitude, magnitude * 1.02, 20001).to(getattr(torch, dtype)).float().unique()
+    return float(vals.diff().min())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("magnitude", [3.0, 10.0, 20.0, 31.0])
+def test_the_grid_spacing_is_torchs(dtype, magnitude):
+    top = 2.0 ** (math.floor(math.log2(magnitude)) + 1)  # spacing(dtype, top): the grid in [top / 2, top)
+    assert inspect.spacing(dtype, top) == _grid_step(dtype, magnitude)
+
+
+def test_the_near_tie_threshold_is_two_grid_steps_at_the_logits_scale():
+    assert inspect.near_tie_logit("bfloat16") == 0.25 == 2 * _grid_step("bfloat16", 20.0)
+    assert inspect.near_tie_logit("float16") == 2 * _grid_step("float16", 20.0)
+    assert inspect.near_tie_logit("float32") == 2 * _grid_step("float32", 20.0)
+
+
+def test_one_grid_step_each_way_swaps_a_gap_below_the_threshold_and_none_above():
+    """Two logits in [16, 32), each landing on a neighbouring bf16 value (the first down, the
+    second up, the worst case): their order can swap (or tie) exactly when the gap is below
+    near_tie_logit."""
+    s = inspect.spacing("bfloat16")
+    for gap in [x / 100 for x in range(1, 60)]:
+        can_swap = any(math.floor((z2 + gap) / s) <= math.ceil(z2 / s)
+                       for z2 in [20.0 + s * (f + 0.5) / 1000 for f in range(1000)])  # z2 off the grid
+        assert can_swap == (gap < inspect.near_tie_logit("bfloat16")), gap
+
+
+def test_the_logit_gap_is_the_log_ratio_and_the_margin_bounds_it():
+    assert inspect.logit_gap(0.318, 0.281) == pytest.approx(0.1237, abs=1e-4)
+    assert inspect.near_tie(inspect.logit_gap(0.318, 0.281), "bfloat16")  # 0.037 apart, yet a near-tie
+    assert not inspect.near_tie(inspect.logit_gap(0.015, 0.001), "bfloat16")  # 0.014 apart, a factor of 15
+    assert not inspect.near_tie(0.1, "int8")  # no grid known: never called one
+    for m in (0.0, 0.0373, 0.3, 0.9):  # any p1 - p2 = m with p1 + p2 <= 1 is at least that far apart
+        least = inspect.least_logit_gap(m)
+        for p2 in (0.001, 0.05, (1 - m) / 2):
+            assert m == 0 or inspect.logit_gap(p2 + m, p2) >= least - 1e-12
+    with pytest.raises(ValueError):
+        inspect.logit_gap(0.3, 0.0)
+
+
+def test_top_two_reads_the_rows_where_an_output_token_was_chosen(tiny_pair):
+    trace = run_sd(tiny_pair, max_new_tokens=12, gamma=3)
+    for pos in range(len(trace.output_ids)):
+        r, i = inspect.locate(trace, pos)
+        two = inspect.top_two(trace, pos)
+        rnd = trace.rounds[r]
+        assert (two.round, two.position) == (r + 1, i + 1)
+        assert two.first.id == rnd.candidates[i][0] == trace.output_ids[pos]  # greedy: the target's argmax
+        assert two.first.p >= two.second.p
+    assert inspect.locate(trace, len(trace.output_ids)) is None
+
+
+def _recorded_at_step_3(source: str, traces_dir: Path | None = None, monkeypatch=None) -> AppTest:
+    if traces_dir is not None:
+        from specviz.ui import chrome
+
+        monkeypatch.setattr(chrome, "TRACES_DIR", traces_dir)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    at.selectbox(key="inspect_source").set_value(source).run()
+    for _ in range(2):
+        at.button(key="inspect_next").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_rejected_greedy_token_names_the_draft_and_target_choice(tiny_app):
+    """Prose: the target found the draft's word nearly as good as its own (another wording)."""
+    trace = Trace.load(ROOT / "assets" / "traces" / "prose-gamma4-greedy.json")
+    at = _recorded_at_step_3("Recorded: prose-gamma4-greedy")
+    rnd = trace.rounds[at.session_state["inspect_round"]]
+    rej = inspect.rejection(rnd)
+    assert rej is not None and at.session_state["inspect_pos"] == rnd.accepted  # the page opens on it
+    (said,) = [i.value for i in at.info if "The draft wrote" in i.value]
+    assert f"to the target, `{printable(rej.draft.text)}` has p = {rej.draft.p:.3f} against {rej.target.p:.3f}" in said
+    assert ("as likely: another wording" in said) == rej.plausible
+    assert ("times less likely" in said) == (not rej.plausible)
+
+
+def test_rejections_are_read_from_the_rows_most_plausible_first():
+    trace = Trace.load(ROOT / "assets" / "traces" / "chinese-gamma4-greedy.json")
+    found = inspect.rejections(trace)
+    assert found and [r.ratio for r in found] == sorted((r.ratio for r in found), reverse=True)
+    for r in found:
+        rnd = trace.rounds[r.round - 1]
+        assert r.draft.id == rnd.proposed[rnd.accepted] and r.target.id == rnd.correction
+        assert r.position == rnd.accepted + 1
+    assert inspect.rejections(Trace.load(ROOT / "assets" / "traces" / "chinese-gamma4-sampled.json")) == []
+
+
+def test_a_bf16_near_tie_is_said_in_the_charts_numbers(tiny_app, tmp_path, monkeypatch):
+    """A bf16 greedy run whose target had two tokens at 0.318 and 0.281 at the rejected position."""
+    import dataclasses
+
+    trace = Trace.load(ROOT / "assets" / "traces" / "prose-gamma4-greedy.json")
+    trace.config = dataclasses.replace(trace.config, dtype="bfloat16")
+    index = inspect.default_round(trace)
+    rnd = trace.rounds[index]
+    row = rnd.candidate_p[rnd.accepted]
+    rnd.candidate_p[rnd.accepted] = [0.318, 0.281, *[min(p, 0.2) for p in row[2:]]]
+    (tmp_path / "tie.json").write_text(trace.to_json(), encoding="utf-8")
+    at = _recorded_at_step_3("Recorded: tie", tmp_path, monkeypatch)
+    texts = " ".join(c.value for c in at.caption)
+    assert "A near-tie: the target's top two here" in texts
+    assert "ln(0.318 / 0.281) = 0.12 apart in logit, within the 0.25 that bfloat16 rounding can move" in texts

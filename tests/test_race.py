@@ -9,7 +9,8 @@ import time
 import pytest
 
 from conftest import make_config, run_ar, run_sd
-from specviz.compare import NEAR_TIE, compare
+from specviz import inspect
+from specviz.compare import compare
 from specviz.race import REUSE_MAX_AGE_S, REUSE_TOLERANCE, Baseline, Race, baseline_key
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -90,30 +91,67 @@ def test_the_baseline_key_ignores_what_the_target_alone_does_not_depend_on(tiny_
 # --- the verdict's wording ---------------------------------------------------------
 
 
-def _flipped(tiny_pair, margin: float, dtype: str):
+def _flipped(tiny_pair, dtype: str, top: tuple[float, float] | None = None, margin: float | None = None):
+    """A greedy race whose outputs part at token 4: the target alone's top two there given
+    the probabilities ``top`` (in its recorded rows), or only a recorded ``margin``."""
     ar = run_ar(tiny_pair, max_new_tokens=10)
     sd = run_sd(tiny_pair, max_new_tokens=10)
     sd.output_ids = list(sd.output_ids)
     sd.output_ids[4] = (sd.output_ids[4] + 1) % 90 + 3
     for t in (ar, sd):
         t.config = dataclasses.replace(t.config, dtype=dtype)
-    ar.rounds[4].margin = [margin]
+    rnd = ar.rounds[4]
+    if top is not None:
+        rnd.candidate_p[0] = [top[0], top[1], *[min(top[1], 0.001)] * (len(rnd.candidates[0]) - 2)]
+    else:
+        rnd.candidates, rnd.candidate_p, rnd.candidate_q, rnd.candidate_text = [], [], [], []
+        rnd.margin = [margin]
     return compare(ar, sd, tiny_pair.tokenizer)
 
 
-def test_a_bf16_flip_at_a_near_tie_is_called_one(tiny_pair):
-    result = _flipped(tiny_pair, NEAR_TIE / 4, "bfloat16")
+def test_two_tokens_near_0_3_are_a_bf16_near_tie_though_0_037_apart(tiny_pair):
+    """The issue's case: the old rule (a probability gap under 0.02) called it 'more than a near-tie'."""
+    result = _flipped(tiny_pair, "bfloat16", top=(0.318, 0.281))
     assert not result.identical and result.first_difference == 4
-    assert "near-tie (below" in result.explanation and "more than a near-tie" not in result.explanation
+    assert "ln(0.318 / 0.281) = 0.12 apart" in result.explanation
+    assert "A near-tie: bfloat16 holds logits of 16 to 32 to steps of 0.125" in result.explanation
+    assert "up to 0.25" in result.explanation and "More than a near-tie" not in result.explanation
 
 
-def test_a_bf16_flip_above_the_threshold_is_not_called_rounding(tiny_pair):
-    result = _flipped(tiny_pair, 0.037, "bfloat16")
-    assert "0.0370 apart" in result.explanation
-    assert "more than a near-tie" in result.explanation
-    assert "rounding, not a bug" not in result.explanation
+def test_a_small_probability_gap_far_apart_in_logits_is_no_near_tie(tiny_pair):
+    """0.015 against 0.001 is 0.014 apart (the old rule: a near-tie) but a factor of 15: ln 15 = 2.71."""
+    result = _flipped(tiny_pair, "bfloat16", top=(0.015, 0.001))
+    assert "= 2.71 apart" in result.explanation
+    assert "More than a near-tie" in result.explanation and "A near-tie" not in result.explanation
+
+
+def test_a_trace_with_only_the_margin_gives_the_least_logit_gap(tiny_pair):
+    maybe = _flipped(tiny_pair, "bfloat16", margin=0.0373)
+    assert "0.0373 apart in probability, so their logits are at least 0.07 apart" in maybe.explanation
+    assert "That may be a near-tie" in maybe.explanation
+    far = _flipped(tiny_pair, "bfloat16", margin=0.3)  # at least ln(1.3 / 0.7) = 0.62 apart
+    assert "at least 0.62 apart" in far.explanation and "More than a near-tie" in far.explanation
 
 
 def test_a_float32_flip_above_the_threshold_asks_for_a_report(tiny_pair):
-    result = _flipped(tiny_pair, 0.3, "float32")
+    result = _flipped(tiny_pair, "float32", top=(0.318, 0.281))
     assert "not expected in float32" in result.explanation
+
+
+def test_the_verify_pass_choice_is_named_where_the_inspect_page_draws_it(tiny_pair):
+    ar = run_ar(tiny_pair, max_new_tokens=10)
+    sd = run_sd(tiny_pair, max_new_tokens=10, gamma=3)
+    for t in (ar, sd):
+        t.config = dataclasses.replace(t.config, dtype="bfloat16")
+    a_tok = ar.output_ids[4]
+    s_tok = (a_tok + 1) % 90 + 3
+    sd.output_ids = [*sd.output_ids[:4], s_tok, *sd.output_ids[5:]]
+    ar.rounds[4].candidates[0] = [a_tok, s_tok]
+    ar.rounds[4].candidate_p[0], ar.rounds[4].candidate_text[0] = [0.318, 0.281], ["A", "S"]
+    r, i = inspect.locate(sd, 4)
+    rnd = sd.rounds[r]
+    rnd.candidates[i], rnd.candidate_p[i], rnd.candidate_text[i] = [s_tok, a_tok], [0.302, 0.297], ["S", "A"]
+    text = compare(ar, sd, tiny_pair.tokenizer).explanation
+    assert "gave 'A' p = 0.318 and 'S' p = 0.281" in text
+    assert (f"The verify pass ranked 'S' first (0.302 against 0.297): the Inspect page draws these p bars at "
+            f"round {r + 1}, position {i + 1} of the speculative run.") in text

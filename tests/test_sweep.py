@@ -197,6 +197,28 @@ def test_bad_settings_fail_before_any_run(tiny_pair, calls):
     assert calls == []
 
 
+def test_a_token_budget_that_cannot_draft_the_longest_gamma_is_refused(tiny_pair, calls):
+    """1 new token drafts nothing (the old page then named a 'best γ' from noise); the least is max γ + 1."""
+    assert S.least_new_tokens([1, 2, 3]) == 4 and S.least_new_tokens([10, 2]) == 11
+    for n in (1, 3):
+        for call in (lambda: small_sweep(tiny_pair, max_new_tokens=n),
+                     lambda: S.pending(tiny_pair, PROMPTS, [1, 2, 3], 2, n),
+                     lambda: S.estimate_seconds(LatencyModel({1: 1.0}, {1: 1.0}), PROMPTS, [1, 2, 3], 2, n)):
+            with pytest.raises(BadInput) as err:
+                call()
+            assert err.value.field == "max_new_tokens"
+            assert "at least 4 to sweep γ up to 3" in str(err.value) and f"got {n}" in str(err.value)
+    assert calls == []
+    r = small_sweep(tiny_pair, prompts=PROMPTS[:1], max_new_tokens=4, repeats=1)  # the least measures every γ
+    assert all(row["acceptance_rate"] is not None and row["alpha"] is not None for row in r.rows)
+
+
+def test_cli_sweep_refuses_too_few_tokens_before_loading(capsys):
+    assert cli.main(["sweep", *TINY, "--prompt", "hi", "--gammas", "1-10", "--max-new-tokens", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "at least 11 to sweep γ up to 10" in err and "Loading" not in err
+
+
 def test_estimate_from_a_latency_model_and_from_a_probe(tiny_pair):
     costs = LatencyModel(draft_ms={1: 2.0}, verify_ms={1: 10.0, 3: 12.0}, overhead_ms=1.0,
                          meta={"alpha": 0.5, "off_clock_ms_per_run": 8 / 3, "probe_tokens": 4})
@@ -208,6 +230,28 @@ def test_estimate_from_a_latency_model_and_from_a_probe(tiny_pair):
     probed = S.probe_costs(tiny_pair, PROMPTS[0])
     assert probed.verify(1) > 0 and probed.draft(1) > 0 and 0 <= probed.meta["alpha"] <= 1
     assert S.estimate_seconds(tiny_pair, PROMPTS, [1, 2, 3], 2, N) > 0
+
+
+def test_the_cost_curve_estimate_is_near_the_real_measurement(tiny_pair):
+    """measure_seconds from a short probe, and from the rows measured, against the measurement's
+    own wall time on the same grid (the Cost curve page's estimate; it said only "minutes")."""
+    import time
+
+    from specviz import costs as C
+
+    probe = S.probe_costs(tiny_pair, PROMPTS[0])
+    ctx = C.curve_context_length(tiny_pair.context_length, C.SPARSE_CURVE_GRID)
+    t0 = time.perf_counter()
+    rows = C.measure(tiny_pair, context_length=ctx, grid=C.SPARSE_CURVE_GRID, repeats=2)
+    real = time.perf_counter() - t0
+    for source in (probe, rows):
+        estimate = S.measure_seconds(source, C.SPARSE_CURVE_GRID, 2, ctx)
+        assert real / 3 < estimate < 3 * real, (estimate, real)
+    curves = S.pass_curves(probe)
+    assert curves["target"][probe.meta["prompt_tokens"]] == probe.target_prefill_ms  # the prefill: a long pass
+    assert S.pass_ms({1: 10.0, 11: 30.0}, 21) == 50.0  # extrapolated in proportion past the last point
+    with pytest.raises(ValueError, match="no pass times for the draft"):
+        S.measure_seconds([{"model": "target", "batch": 1, "tokens": 1, "ms": 1.0}], [("draft", 1, 1)], 1, 8)
 
 
 # --- figures -------------------------------------------------------------------------------------
@@ -235,7 +279,10 @@ def test_figures_draw_full_partial_and_empty_results(tiny_pair):
                                         cells=[c for c in full.cells if c.gamma == 1]))
     sweep_figure(partial), acceptance_vs_gamma_figure(partial)  # no target alone, no α pooled across γ
     empty = S.SweepResult(prompts=PROMPTS, gammas=[1, 2, 3], repeats=2, max_new_tokens=N)
-    sweep_figure(empty), acceptance_vs_gamma_figure(empty)
+    sweep_figure(empty)
+    blank = acceptance_vs_gamma_figure(empty)  # the sweep's own γ axis (not plotly's −1..6), and why it is blank
+    assert blank.layout.xaxis.range == blank.layout.xaxis2.range == (1 - 0.4, 3 + 0.4)
+    assert [a.text for a in blank.layout.annotations][2:] == ["no drafted tokens judged yet"] * 2
 
 
 # --- the command line ------------------------------------------------------------------------------
@@ -302,6 +349,41 @@ def test_the_page_estimates_runs_and_draws(tiny_app):
     assert {b.label for b in at.get("download_button")} == {"Download CSV", "Download JSON"}
     at.run()  # the same settings again: nothing left to measure
     assert "16 of them were measured earlier" in " ".join(m.value for m in at.markdown)
+
+
+def test_the_page_refuses_too_few_tokens_and_never_shows_none(tiny_app):
+    at = tiny_app
+    at.number_input(key="sweep_max_new_tokens").set_value(1).run()
+    assert not at.exception, at.exception
+    assert at.error and "must be at least 4 to sweep γ up to 3" in at.error[0].value
+    assert at.button(key="sweep_start").disabled
+    at.number_input(key="sweep_max_new_tokens").set_value(N).run()
+    assert not at.error and not at.button(key="sweep_start").disabled
+
+
+def test_unmeasured_cells_show_a_dash(tiny_pair, tiny_app, monkeypatch):
+    """Before the target alone has run there is no speedup: the cell reads '–', never 'None'."""
+    import streamlit as st
+
+    real = S.measure_cell
+    n = {"runs": 0}
+
+    def stop_after_two(*a, **k):
+        n["runs"] += 1
+        if n["runs"] == 2:
+            st.session_state["sweep_running"] = False
+        return real(*a, **k)
+
+    monkeypatch.setattr(S, "measure_cell", stop_after_two)
+    at = tiny_app
+    at.button(key="sweep_start").click().run()
+    assert not at.exception, at.exception
+    import pyarrow as pa
+
+    shown = pa.ipc.open_stream(at.dataframe[0].proto.arrow_data.styler.display_values).read_all().to_pandas()
+    cells = [str(v) for v in shown.to_numpy().ravel()]  # what the browser draws in each cell
+    assert "–" in cells and not {"None", "nan", "NaN", "<NA>"} & set(cells), cells
+    assert any(c.startswith("×") for c in cells) or "–" in shown["speedup"].tolist()
 
 
 def test_stop_on_the_page_keeps_the_partial_result(tiny_app, monkeypatch):

@@ -123,16 +123,23 @@ def test_in_chinese():
 
 def test_the_cost_page_measures_a_small_grid_and_draws_the_curve(monkeypatch):
     monkeypatch.setattr(C, "SPARSE_CURVE_GRID", SMALL)
+    at = _page(THEORY)  # no curve yet: no dashed line drawn, and the text does not point at one
+    assert "the dashed line" not in _text(at) and "drawn as a dashed line once the Cost curve page" in _text(at)
     at = _page(COSTS)
     assert not at.get("plotly_chart")
     assert any("No curve is measured yet" in i.value for i in at.info)
     assert at.button(key="costs_measure").label == "Measure"
+    assert any("Measuring takes about" in c.value and "estimated from a short probe run" in c.value
+               for c in at.caption), [c.value for c in at.caption]
+    assert "measured here" not in _text(at) and "956 ms" not in _text(at)
+    assert "On the reference machine of docs/design.md (a 2-core AMD EPYC with AVX512-BF16)" in _text(at)
     at.number_input(key="costs_repeats").set_value(1)
     at.button(key="costs_measure").click().run()
     assert not at.exception, at.exception
     assert len(at.get("plotly_chart")) == 1
-    assert any("Measured on" in c.value for c in at.caption)
+    assert any("Measured on" in c.value and "from the last measurement" in c.value for c in at.caption)
     assert "What the curve feeds" in _text(at)
+    assert "On this machine (float32, the curve above):" in _text(at)
     # the next visit reads the cache: no measuring, and the Theory page uses the curve
     monkeypatch.setattr(C, "measure", lambda *a, **k: pytest.fail("measured again"))
     at = _page(COSTS)
@@ -141,6 +148,9 @@ def test_the_cost_page_measures_a_small_grid_and_draws_the_curve(monkeypatch):
     assert "measured verify curve" in _text(at)
     names = [t.get("name") for t in json.loads(at.get("plotly_chart")[1].proto.spec)["data"]]
     assert "with the measured verify curve" in names
+    region = json.loads(at.get("plotly_chart")[2].proto.spec)["data"]
+    assert any(t.get("line", {}).get("dash") == "dash" for t in region)  # now drawn, so the text may name it
+    assert "from this machine's measured verify curve, the dashed line" in _text(at)
 
 
 # --- the CLI --------------------------------------------------------------------------------------

@@ -73,12 +73,15 @@ def token_strip_html(
     shown: int | None = None,
     empty_hint: str | None = None,
     tr: Translator = N_,
+    follow: bool = True,
 ) -> str:
     """The output so far, round by round, with the marks.
 
     ``rounds`` are finished (drawn with their verdicts); ``live`` is the round being
     animated in ``phase``. The plain text is shown apart (the app's output box).
-    ``empty_hint`` (default: EMPTY_HINT, translated by ``tr``) shows while there is nothing."""
+    ``empty_hint`` (default: EMPTY_HINT, translated by ``tr``) shows while there is nothing.
+    ``follow``: a box longer than its height opens scrolled to the newest tokens (a run
+    being written); False opens it at the first line (a whole run to read: class sv-top)."""
     body = "".join(round_html(r, tr=tr) for r in rounds)
     if live is not None:
         body += round_html(live, phase, shown, tr)
@@ -88,7 +91,8 @@ def token_strip_html(
     label = html.escape(tr(N_("output tokens")), quote=True)
     return (
         '<div class="sv-strip-wrap">'
-        f'<div class="sv-strip" role="log" aria-label="{label}"><div class="sv-strip-in">{body}</div></div>'
+        f'<div class="sv-strip{"" if follow else " sv-top"}" role="log" aria-label="{label}">'
+        f'<div class="sv-strip-in">{body}</div></div>'
         "</div>"
     )
 

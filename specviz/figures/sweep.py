@@ -176,7 +176,13 @@ def acceptance_vs_gamma_figure(result: Any, labels: dict[str, str] | None = None
     fig.update_layout(height=height, margin=dict(MARGIN, t=64), font=dict(size=FONT_SIZE),
                       legend=dict(LEGEND, y=1.12), hoverlabel=dict(font_size=14))
     fig.update_annotations(font=dict(size=14))
-    fig.update_xaxes(title=dict(text=_("γ (draft length)"), font=dict(size=13)), dtick=1)
+    judged = any(r["acceptance_rate"] is not None for r in result.rows)
+    if not judged:  # empty axes at the sweep's own γ, and say why they are empty
+        for col, y in ((1, 0.5), (2, (hi + 1) / 2)):
+            fig.add_annotation(text=_("no drafted tokens judged yet"), showarrow=False, font=dict(color=PENDING),
+                               x=(lo + hi) / 2, y=y, row=1, col=col)
+    fig.update_xaxes(title=dict(text=_("γ (draft length)"), font=dict(size=13)), dtick=1,
+                     range=[lo - AR_HALF_WIDTH, hi + AR_HALF_WIDTH])
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2, range=None if judged else [0, hi + 1])
     return fig

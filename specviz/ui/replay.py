@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import BadInput, Trace
+from specviz import BadInput, RunConfig, Trace
 from specviz import figures as F
 from specviz import trace_schema
+from specviz.i18n import N_, Translator
 from specviz.trace import trace_upto
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
+from specviz.ui.state import draft_head_label
 from specviz.ui.view import RunView, animate_round
 
 
@@ -29,9 +31,13 @@ def load_trace_file(data: bytes | str) -> Trace:
         raise BadInput(trace_schema.translate(str(exc), _), exc.field) from None
 
 
-def render_replay(view: RunView, trace: Trace, pos: int, ar: Trace | None = None) -> None:
+def render_replay(view: RunView, trace: Trace, pos: int, ar: Trace | None = None,
+                  race_caption: str | None = None) -> None:
     """Draw a recorded trace as it stood after round ``pos``; once replayed to the end, a
-    speculative run's race against ``ar``, the recorded target-alone run that matches it."""
+    speculative run's race against ``ar``, the target-alone run that matches it (``race_caption``
+    says where it came from: the Live run's own race, or a recorded one). The token strip
+    follows the newest round while the replay builds up, and opens at the first line once the
+    whole run is on screen."""
     n = len(trace.rounds)
     upto = trace_upto(trace, pos)
     cfg = trace.config
@@ -46,12 +52,12 @@ def render_replay(view: RunView, trace: Trace, pos: int, ar: Trace | None = None
         s = F.live_summary(trace)
         view.status(_("Replay: all {n} rounds, {tokens} tokens in {time}").format(
             n=n, tokens=s["new_tokens"], time=F.fmt_ms(trace.wall_ms, _)), badge, "sv-done", where)
-    view.strip(upto.rounds, plain=trace.output_text if pos == n else None)
+    view.strip(upto.rounds, plain=trace.output_text if pos == n else None, follow=pos < n)
     view.stats(upto)
     view.charts(upto)
     if trace.config.mode == "speculative":
         if pos == n:
-            view.recorded_race(trace, ar)
+            view.recorded_race(trace, ar, caption=race_caption)
         else:
             view.race_ph.caption(_("The race against the target alone appears when the replay reaches the end."))
             view.race_fig_ph.empty()
@@ -70,3 +76,16 @@ def replay_play(view: RunView, trace: Trace, speed: float, pos_key: str) -> None
         ss["replay_playing"] = ss[pos_key] < len(trace.rounds)
         st.rerun()
     ss["replay_playing"] = False
+
+
+def draft_description(config: RunConfig, tr: Translator = _) -> str:
+    """What the draft was, beyond its name: int8 weights, a head cut to the top N tokens
+    (FR-Spec), an n-gram lookup instead of a model; "" for the plain full draft."""
+    if config.drafter == "ngram":
+        return tr(N_("an n-gram lookup, no draft model"))
+    parts = []
+    if config.draft_quant == "int8":
+        parts.append(tr(N_("int8 weights")))
+    if config.draft_vocab:
+        parts.append(tr(N_("its head cut to the {head}")).format(head=draft_head_label(config.draft_vocab, tr)))
+    return ", ".join(parts)

@@ -1,5 +1,6 @@
 """Runs a page can show without running anything: this session's last Live run and the
-recorded traces; and the costs a schedule replay of one of them is timed with."""
+recorded traces; the costs a schedule replay of one of them is timed with; and this
+machine's measured verify-cost curve, when there is one."""
 
 from __future__ import annotations
 
@@ -49,6 +50,16 @@ def _recorded(path: Path, mtime_ns: int) -> Trace:
     return load_trace_file(path.read_bytes())
 
 
+def recorded_run(stem: str) -> Trace | None:
+    """The shipped recorded trace named ``stem`` (assets/traces/<stem>.json), read once; None
+    when it is not there or cannot be read."""
+    path = next((p for p in recorded_traces() if p.stem == stem), None)
+    try:
+        return _recorded(path, path.stat().st_mtime_ns) if path is not None else None
+    except (BadInput, OSError):
+        return None
+
+
 def recorded_baseline(trace: Trace) -> Trace | None:
     """The recorded target-alone run of ``trace``'s prompt and settings (pair, device, dtype,
     sampling, length), for the Replay page's race; None when none was recorded."""
@@ -91,3 +102,14 @@ def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str, bool]:
         note += " " + _("The draft's passes are the run's own: its draft (a cut head or int8 weights) is not "
                         "the one measured.")
     return model, note, True
+
+
+def verify_curve(pair) -> C.LatencyModel | None:
+    """This machine's verify-cost curve for ``pair`` (its device and dtype) at the curve's
+    context, when one was measured (the Cost curve page, ``specviz cost-curve``); else None."""
+    if pair is None:
+        return None
+    ctx = C.curve_context_length(pair.context_length, C.SPARSE_CURVE_GRID)
+    found = C.cached_curve(pair.draft_name, pair.target_name, str(pair.device), pair.dtype, ctx,
+                           grids=(C.CURVE_GRID, C.SPARSE_CURVE_GRID, C.LATENCY_GRID))
+    return C.latency_model(found[0], meta=found[1]) if found is not None else None

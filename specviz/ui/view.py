@@ -25,7 +25,7 @@ from specviz import Trace
 from specviz import exports
 from specviz import figures as F
 from specviz import metrics as M
-from specviz.compare import NEAR_TIE, compare, first_difference, margin_at
+from specviz.compare import compare, explain, stop_reason_text  # noqa: F401  (stop_reason_text: the controller's)
 from specviz.figures.history import delta_label
 from specviz.i18n import N_, Translator, translate_known
 from specviz.trace import rounds_text, trace_at, trace_upto
@@ -102,10 +102,11 @@ class RunView:
     def error(self, text: str) -> None:
         self.status_ph.error(text, icon=":material/error:")
 
-    def strip(self, rounds, live=None, phase="done", shown=None, plain=None) -> None:
+    def strip(self, rounds, live=None, phase="done", shown=None, plain=None, follow=True) -> None:
         """The marked tokens, and below them the output so far as plain text (``plain``
-        overrides the text joined from the rounds' pieces)."""
-        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, tr=_))
+        overrides the text joined from the rounds' pieces). ``follow``: a long strip opens
+        scrolled to its newest tokens; False, at its first line."""
+        self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, tr=_, follow=follow))
         self.output(plain if plain is not None else rounds_text(rounds))
 
     def output(self, text: str) -> None:
@@ -210,9 +211,11 @@ class RunView:
                 self._race_result(sd, ar, cmp, getattr(race.pair, "tokenizer", None), baseline_line(race))
         self._race_figure(sd, ar)
 
-    def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None) -> None:
+    def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None, caption: str | None = None
+                      ) -> None:
         """The race of a recorded speculative run against a recorded target-alone run of the
-        same prompt and settings (Replay); ``upto``, the run as far as it is replayed."""
+        same prompt and settings (Replay); ``upto``, the run as far as it is replayed;
+        ``caption``, where the target-alone run came from (default: both recorded)."""
         if self.race_fig_ph is None:
             return
         if ar is None:
@@ -222,7 +225,7 @@ class RunView:
             return
         with self.race_ph.container():
             st.markdown("##### " + _("Race: speculative vs the target alone"))
-            self._race_result(sd, ar, compare(ar, sd), None, _(
+            self._race_result(sd, ar, compare(ar, sd), None, caption or _(
                 "Both runs recorded: the target alone on the same prompt and settings, on the same machine."))
         self._race_figure(upto if upto is not None else sd, ar)
 
@@ -254,17 +257,6 @@ class RunView:
 # specviz.race's reasons for not reusing a stored baseline (English), shown translated.
 NOT_REUSED = (N_("it is {minutes} min old"), N_("no draft passes to compare the machine's speed by"),
               N_("draft passes now take {now} ms against {then} ms then"))
-# A trace's stop_reason (specviz.engine's words, English): tr(reason) says it in the page's language.
-STOP_REASONS = (N_("eos"), N_("max_new_tokens"), N_("stop_string"), N_("context"))
-
-
-def stop_reason_text(reason: str, tr: Translator = N_) -> str:
-    """Why a run stopped, as its trace says (max_new_tokens, eos, ...), in the page's language."""
-    return tr(reason) if reason in STOP_REASONS else reason
-
-
-
-
 def baseline_line(race) -> str:
     """Where the target-alone run of a finished race came from, in one sentence."""
     b = race.baseline
@@ -284,48 +276,9 @@ def baseline_line(race) -> str:
 
 
 def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -> str:
-    """The race's exactness verdict in the page's language: ``specviz.compare.compare``'s
-    explanation (English, as the CLI prints it), said again from the same facts. With the
-    default ``tr`` it is word for word compare's; tests/test_i18n_app.py holds the two together."""
-    pos = first_difference(ar.output_ids, sd.output_ids)
-    if pos is None:
-        return tr(N_("Identical: speculative decoding reproduced the target's own output."))
-    cfg = sd.config
-    if cfg.temperature > 0:
-        text = N_("Outputs differ from token {pos}. Sampling is on, so the two runs draw different random numbers: "
-                  "the texts may differ, yet both follow the target's distribution exactly.")
-        return tr(text).format(pos=pos)
-    if pos == min(len(ar.output_ids), len(sd.output_ids)):
-        return tr(N_("One output stops at token {pos} ({target} vs {speculative}); the common part is identical.")
-                  ).format(pos=pos, target=stop_reason_text(ar.stop_reason, tr),
-                           speculative=stop_reason_text(sd.stop_reason, tr))
-    m = margin_at(ar, pos)
-    if tokenizer is not None:
-        a_tok, s_tok = ar.output_ids[pos], sd.output_ids[pos]
-        where = tr(N_("The outputs differ from token {pos} ({target} from the target alone, {speculative} "
-                      "speculative).")).format(pos=pos, target=repr(tokenizer.decode([a_tok])),
-                                               speculative=repr(tokenizer.decode([s_tok])))
-    else:
-        where = tr(N_("The outputs differ from token {pos}.")).format(pos=pos)
-    tie = m is not None and m < NEAR_TIE
-    margin = (tr(N_("The target's top two candidates there were {margin:.4f} apart in probability")).format(margin=m)
-              if m is not None else tr(N_("No margin was recorded there")))
-    if cfg.dtype in ("bfloat16", "float16"):
-        if tie:
-            why = tr(N_("{margin}: a near-tie (below {tie}). In {dtype} a verify pass over several tokens rounds "
-                        "differently from one-token passes, enough to flip a near-tie. Run in float32 for "
-                        "token-exact output."))
-        else:
-            why = tr(N_("{margin}, more than a near-tie (below {tie}). In {dtype} the verify pass and the one-token "
-                        "passes compute different logits, and here the difference changed the target's choice. "
-                        "Run in float32 for token-exact output."))
-        why = why.format(margin=margin, tie=NEAR_TIE, dtype=cfg.dtype)
-    elif tie:
-        why = tr(N_("Even in float32 this can happen at an extreme near-tie: the target's top two candidates there "
-                    "were {margin:.4f} apart in probability.")).format(margin=m)
-    else:
-        why = tr(N_("{margin}. This is not expected in float32: please report it.")).format(margin=margin)
-    return tr(N_("{where} {why}")).format(where=where, why=why)
+    """The race's exactness verdict in the page's language: ``specviz.compare.explain``, the
+    CLI's own words (English with the default ``tr``)."""
+    return explain(ar, sd, tokenizer, tr)
 
 
 def theory_line(trace: Trace) -> str | None:
