@@ -133,17 +133,28 @@ if not measured:
     costs = parallel.with_alone(costs, trace, alone_run)
 refs = parallel.references(trace)
 quick = (quick_costs(pair, id(pair), cfg.draft_quant, cfg.draft_vocab, ctx, tuple(sorted(refs.values())))
-         if same else None)
+         if parallel.same_draft(pair, cfg) else None)
+
+
+def measurable(point) -> bool:
+    """The run's draft is loaded: its passes can be measured here; the target's only where the
+    loaded target is the run's own, and local (not a server's)."""
+    return quick is not None and (point[0] == "draft" or same and pair.target is not None)
+
+
 if quick is not None:
     costs = parallel.fill_in(costs, trace, quick.ratios)
     filled = {p for points in missing.values() for p in points if p in quick.ratios}
     missing = {name: quick.missing(points) for name, points in missing.items()}
-    if any(missing.values()) and quick.error is None:
-        quick.start(set().union(*missing.values()))
     if filled:
         costs_note += " " + _("Measured on this machine just now, each beside the run's own pass it is scaled to "
                               "({seconds:.1f} s): {passes}.").format(seconds=quick.seconds or 0.0,
                                                                       passes=points_text(filled))
+needed = set().union(*missing.values())
+to_measure = {p for p in needed if measurable(p)}
+if to_measure and quick.error is None:
+    quick.start(to_measure)
+measuring = {name for name, points in missing.items() if points and points <= to_measure and quick.error is None}
 waiting = {name for name, points in missing.items() if points}
 results = parallel.replay(trace, costs, settings)
 n = len(trace.output_ids)
@@ -158,18 +169,17 @@ st.caption(_("Simulated: the same tokens the run emitted, each step timed by the
              "PEARL and SSD assume the draft has its own device, as in both papers; on one device the two "
              "models would share it.") + " " + costs_note)
 
-if waiting:
-    if quick is not None and quick.error:
-        st.error(_("The passes this replay needs could not be measured: ") + quick.error, icon=":material/error:")
-    elif quick is not None:
-        st.info(_("Measuring the branch costs… {passes}: the run did not make these passes. Seconds; a live "
-                  "run waits its turn meanwhile, off its clock.").format(
-            passes=points_text(set().union(*missing.values()))), icon=":material/timer:")
-    else:
-        st.info(_("This run did not make every pass its replay needs ({passes}). Load the pair it was recorded "
-                  "with ({draft} → {target}, {dtype} on {device}) to measure them: seconds.").format(
-            passes=points_text(set().union(*missing.values())), draft=cfg.draft, target=cfg.target,
-            dtype=cfg.dtype, device=cfg.device), icon=":material/info:")
+if quick is not None and quick.error and to_measure:
+    st.error(_("The passes this replay needs could not be measured: ") + quick.error, icon=":material/error:")
+elif to_measure:
+    st.info(_("Measuring the branch costs… {passes}: the run did not make these passes. Seconds; a live "
+              "run waits its turn meanwhile, off its clock.").format(passes=points_text(to_measure)),
+            icon=":material/timer:")
+if unmeasurable := needed - to_measure:
+    st.info(_("This run did not make every pass its replay needs ({passes}). Load the pair it was recorded "
+              "with ({draft} → {target}, {dtype} on {device}) to measure them: seconds.").format(
+        passes=points_text(unmeasurable), draft=cfg.draft, target=cfg.target,
+        dtype=cfg.dtype, device=cfg.device), icon=":material/info:")
 if quick is not None and quick.running:
     @st.fragment(run_every=POLL_S)
     def wait_for_quick_costs() -> None:
@@ -194,12 +204,12 @@ with numbers:
     for key, r in results.items():
         with st.container(border=True):
             st.markdown(f"**{names[key]}**")
+            if key in measuring:
+                st.caption(_("Measuring the branch costs…") if key == "ssd" else
+                           _("Measuring the passes γ = {gamma} needs…").format(gamma=settings.gamma))
+                continue
             if key in waiting:
-                if quick is None or quick.error:
-                    st.caption(_("Not shown: the run did not make every pass this replay needs (above)."))
-                else:
-                    st.caption(_("Measuring the branch costs…") if key == "ssd" else
-                               _("Measuring the passes γ = {gamma} needs…").format(gamma=settings.gamma))
+                st.caption(_("Not shown: the run did not make every pass this replay needs (above)."))
                 continue
             c = st.columns(2)
             c[0].metric(_("tokens / s"), f"{r.tokens_per_second:.1f}")
@@ -320,7 +330,7 @@ cols[2].markdown(_(
     "Llama-3 70B target on 4 H100s and a 1B draft on a fifth GPU."))
 if "serial" not in waiting:
     gain = parallel.overlap_bound(costs, gamma)
-    block, verify = gamma * costs.draft(1), costs.verify(gamma + 1)
+    block, verify = gamma * costs.draft(1), costs.network_ms + costs.verify(gamma + 1)
     st.markdown(_(
         "**Why the gain differs here.** The papers give the draft its own GPU, and their targets are large "
         "enough that one verify pass costs far more than a draft pass, so there is much drafting to hide. In "

@@ -10,7 +10,9 @@ A ``LatencyModel`` holds, for one pair on one device in one dtype at one context
 * ``verify_ms[k]``: one target forward over k new tokens (k = gamma + 1 in a verify pass,
   k = 1 for a plain autoregressive step);
 * the two prefills (each model's first pass reads the prompt) and the per-round
-  bookkeeping (sampling, rollback) that is on no forward pass.
+  bookkeeping (sampling, rollback) that is on no forward pass;
+* for a target on a server, ``network_ms``: each request's time outside the server's
+  compute (network, HTTP, its queue), before the pass.
 
 Lookups between measured points interpolate linearly; beyond the last point they
 extrapolate from the last two (never below the last measured value).
@@ -71,6 +73,7 @@ class LatencyModel:
     draft_prefill_ms: float = 0.0
     target_prefill_ms: float = 0.0
     overhead_ms: float = 0.0  # per round, on no forward pass (sampling, rollback)
+    network_ms: float = 0.0  # per target request to a server, outside its compute (0: a local target)
     context_length: int = 0
     source: str = ""  # "measured" or "from a trace"
     meta: dict[str, Any] = field(default_factory=dict)  # pair, device, dtype, measured_at, ...
@@ -106,6 +109,7 @@ class LatencyModel:
             "draft_prefill_ms": self.draft_prefill_ms,
             "target_prefill_ms": self.target_prefill_ms,
             "overhead_ms": self.overhead_ms,
+            "network_ms": self.network_ms,
             "context_length": self.context_length,
             "source": self.source,
             "meta": self.meta,
@@ -120,6 +124,7 @@ class LatencyModel:
             draft_prefill_ms=float(data.get("draft_prefill_ms", 0.0)),
             target_prefill_ms=float(data.get("target_prefill_ms", 0.0)),
             overhead_ms=float(data.get("overhead_ms", 0.0)),
+            network_ms=float(data.get("network_ms", 0.0)),
             context_length=int(data.get("context_length", 0)),
             source=str(data.get("source", "")),
             meta=dict(data.get("meta", {})),
@@ -129,8 +134,10 @@ class LatencyModel:
 def from_trace(trace) -> LatencyModel:
     """A latency model read off one real speculative run: its mean draft pass and its
     mean verify pass, each by the number of tokens read, its two prefills, and its
-    bookkeeping per round (the run's clock time on no forward pass: sampling, rollbacks,
-    the engine's own work between passes and rounds, spread evenly). Means, not medians: a replay adds passes up, and a sum is n times the mean
+    bookkeeping per round (the run's clock time on no forward pass and on no remote
+    target's request: sampling, rollbacks, the engine's own work between passes and rounds,
+    spread evenly), and a remote target's mean ``network`` span per request. Means, not
+    medians: a replay adds passes up, and a sum is n times the mean
     (on a busy machine a median drops the slow passes a run really paid for). Batched draft
     costs are unknown from a run; they are taken as B times one pass (an upper bound) until
     measured (``specviz.costs.measure``)."""
@@ -143,7 +150,8 @@ def from_trace(trace) -> LatencyModel:
             by_k.setdefault(len(e.tokens), []).append(e.duration_ms)
     drafts = reads.pop(1, [])
     prefill = {e.lane: e.duration_ms for e in trace.events if e.kind == "prefill"}
-    busy = sum(e.duration_ms for e in trace.events if e.is_forward)
+    network = [e.duration_ms for e in trace.events if e.kind == "network"]
+    busy = sum(e.duration_ms for e in trace.events if e.is_forward) + sum(network)
     one = statistics.fmean(drafts) if drafts else 0.0
     verify = {k: statistics.fmean(v) for k, v in by_k.items()}
     if not verify:
@@ -155,6 +163,7 @@ def from_trace(trace) -> LatencyModel:
         draft_prefill_ms=prefill.get("draft", 0.0),
         target_prefill_ms=prefill.get("target", 0.0),
         overhead_ms=max(0.0, trace.wall_ms - busy) / len(trace.rounds) if trace.rounds else 0.0,
+        network_ms=statistics.fmean(network) if network else 0.0,
         context_length=len(trace.prompt_ids) + len(trace.output_ids),
         source="from a trace",
         meta={"pair": f"{trace.config.draft} -> {trace.config.target}", "device": trace.config.device,

@@ -115,6 +115,7 @@ def costs_for(trace: Trace, measured: tuple[list, dict] | None) -> LatencyModel:
         return own
     rows, meta = measured
     model = C.latency_model(rows, own.draft_prefill_ms, own.target_prefill_ms, own.overhead_ms, meta)
+    model.network_ms = own.network_ms
     if own_draft(trace):
         model.draft_ms = dict(own.draft_ms)
     return model
@@ -122,10 +123,12 @@ def costs_for(trace: Trace, measured: tuple[list, dict] | None) -> LatencyModel:
 
 def target_alone_ms(costs: LatencyModel, n: int) -> float:
     """The target alone for n tokens, estimated from the costs: its prefill (which also
-    gives the first token), then one one-token pass and the bookkeeping per token. The
-    one-token pass must be known (a run that never verified one token did not time it:
-    ``missing_passes`` names it); a lookup would take the shortest pass the run made."""
-    return costs.target_prefill_ms + max(0, n - 1) * (costs.verify(1) + costs.overhead_ms)
+    gives the first token), then one one-token pass and the bookkeeping per token, each
+    pass a request of its own to a remote target (``network_ms``). The one-token pass must
+    be known (a run that never verified one token did not time it: ``missing_passes``
+    names it); a lookup would take the shortest pass the run made."""
+    return (costs.network_ms + costs.target_prefill_ms
+            + max(0, n - 1) * (costs.network_ms + costs.verify(1) + costs.overhead_ms))
 
 
 # --- what a replay needs that the run did not time -----------------------------------------
@@ -138,6 +141,7 @@ class _Asked:
     1 ms): which passes a replay makes depends on the run's tokens, never on their cost."""
 
     draft_prefill_ms = target_prefill_ms = overhead_ms = 1.0
+    network_ms = 0.0
 
     def __init__(self) -> None:
         self.points: set[GridPoint] = set()
@@ -247,8 +251,9 @@ def fill_in(costs: LatencyModel, trace: Trace, ratios: dict[GridPoint, float]) -
 
 def overlap_bound(costs: LatencyModel, gamma: int) -> float:
     """The most running the draft and the target at once can gain over serial per round:
-    (γ t_draft + T(γ + 1)) / max(γ t_draft, T(γ + 1)), at most 2, when the two are equal."""
-    block, verify = gamma * costs.draft(1), costs.verify(gamma + 1)
+    (γ t_draft + T(γ + 1)) / max(γ t_draft, T(γ + 1)), at most 2, when the two are equal
+    (T: a remote target's request, its network time included)."""
+    block, verify = gamma * costs.draft(1), costs.network_ms + costs.verify(gamma + 1)
     return (block + verify) / max(block, verify)
 
 
@@ -257,6 +262,12 @@ def same_pair(pair, cfg: RunConfig) -> bool:
     device, dtype and remote target."""
     return pair is not None and (pair.draft_name, pair.target_name, str(pair.device), pair.dtype) == (
         cfg.draft, cfg.target, cfg.device, cfg.dtype) and (pair.remote.url if pair.remote else "") == cfg.target_url
+
+
+def same_draft(pair, cfg: RunConfig) -> bool:
+    """Whether ``pair`` (loaded, or None) holds ``cfg``'s run's draft: its name, device and
+    dtype (its passes can be measured here even when the run's target was another, remote)."""
+    return pair is not None and (pair.draft_name, str(pair.device), pair.dtype) == (cfg.draft, cfg.device, cfg.dtype)
 
 
 def run_draft(pair, cfg: RunConfig):

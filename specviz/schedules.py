@@ -20,7 +20,8 @@ one: a run's draft often proposes EOS after a wrong token near the end), and eve
 first pass reads the prompt (event kind ``prefill``: ``draft_prefill_ms``,
 ``target_prefill_ms``); a later draft pass for B sequences costs ``costs.draft(B)``, one
 over k tokens of one sequence ``costs.draft_read(k)``, a target pass reading k new tokens
-``costs.verify(k)``; each round ends with
+``costs.verify(k)``, after ``costs.network_ms`` of network, HTTP and queue when the target is
+a remote server (a ``network`` event); each round ends with
 ``costs.overhead_ms`` of bookkeeping (a ``sample`` event on the target lane), then
 zero-length ``rollback`` events where a model throws tokens away.
 
@@ -234,14 +235,17 @@ class _Replay:
             t += ms
         return events
 
-    def target_pass(self, t: float, p: int, unverified: list[int]) -> Event:
+    def target_pass(self, t: float, p: int, unverified: list[int]) -> list[Event]:
         """The target's pass from time t over the last verified token (the prompt, the first
-        time) and ``unverified``: ``verify(1 + len(unverified))`` ms."""
+        time) and ``unverified``: ``verify(1 + len(unverified))`` ms; for a remote target it
+        is a request, ``network_ms`` of network, HTTP and queue first. The pass is last."""
+        net = [Event("target", "network", t, t + self.costs.network_ms)] if self.costs.network_ms > 0 else []
+        t += self.costs.network_ms
         if "target" in self.started:
             fed = [self.tokens[p - 1], *unverified]
-            return Event("target", "verify_forward", t, t + self.costs.verify(len(fed)), fed)
+            return [*net, Event("target", "verify_forward", t, t + self.costs.verify(len(fed)), fed)]
         self.started.add("target")
-        return Event("target", "prefill", t, t + self.costs.target_prefill_ms, [*self.prompt_ids, *unverified])
+        return [*net, Event("target", "prefill", t, t + self.costs.target_prefill_ms, [*self.prompt_ids, *unverified])]
 
     def record(self, index: int, g: int, checked: list[int], k: int, p: int, own: bool) -> Round:
         """The Round for a verdict at position p: the target checked ``checked`` and kept k;
@@ -288,10 +292,10 @@ def serial(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Se
         g = min(policy.next(last), settings.max_new_tokens - p - 1)
         block = run.draft(p, p, g)
         events = run.draft_passes(t, len(block), reads=2 if last is not None and last.bonus else 1)
-        verify = run.target_pass(events[-1].end_ms if events else t, p, block)
+        target = run.target_pass(events[-1].end_ms if events else t, p, block)
         rnd = run.record(len(rounds), g, block, run.accepted(p, block), p, own=True)
-        tail, t = run.bookkeeping(verify.end_ms, {"target": rnd.rejected})
-        rnd.events = [*events, verify, *tail]
+        tail, t = run.bookkeeping(target[-1].end_ms, {"target": rnd.rejected})
+        rnd.events = [*events, *target, *tail]
         rounds.append(rnd)
         p += len(rnd.emitted)
         last = rnd
@@ -313,8 +317,8 @@ def pearl(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seq
         new = run.draft(p, start, g)
         checked = pending + new[:1] if post else new[:1]
         events = run.draft_passes(t, len(new))
-        verify = run.target_pass(t, p, pending)
-        end = max(e.end_ms for e in [*events, verify])
+        target = run.target_pass(t, p, pending)
+        end = max(e.end_ms for e in [*events, *target])
         k = run.accepted(p, checked)
         if k < len(checked):  # a rejection: keep the accepted prefix and the target's token
             rnd = run.record(len(rounds), g, checked, k, p, own=True)
@@ -325,7 +329,7 @@ def pearl(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seq
             dropped = {}
             pending, post = new[1:], bool(new)
         tail, t = run.bookkeeping(end, dropped)
-        rnd.events = [*events, verify, *tail]
+        rnd.events = [*events, *target, *tail]
         rounds.append(rnd)
         p += len(rnd.emitted)
     return _result("pearl", run, rounds, t, config, "constant")
@@ -368,10 +372,10 @@ def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seque
         hits += ready
         events = [] if ready else run.draft_passes(t, len(block))  # a miss: draft it now
         sent = events[-1].end_ms if events else t
-        verify = run.target_pass(sent, p, block)
+        target = run.target_pass(sent, p, block)
         k = run.accepted(p, block)
         rnd = run.record(len(rounds), g, block, k, p, own=True)
-        end = verify.end_ms
+        end = target[-1].end_ms
         if p + len(rnd.emitted) < run.n:  # prepare the next block for the likely outcomes
             fan = fan_out(len(block), settings, alpha)
             batch = sum(fan)
@@ -385,7 +389,7 @@ def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seque
             wasted += tree_ms * ((batch - 1) / batch if ready else 1.0)
             batches.append(batch)
         tail, t = run.bookkeeping(end, {"target": rnd.rejected})
-        rnd.events = [*events, verify, *tail]
+        rnd.events = [*events, *target, *tail]
         rounds.append(rnd)
         p += len(rnd.emitted)
     n = len(rounds)

@@ -224,6 +224,35 @@ def test_a_run_too_short_to_time_a_replay_is_explained(tmp_path, monkeypatch):
     assert any("too short" in w.value for w in at.warning)
 
 
+def test_a_remote_runs_network_time_is_drawn_and_its_draft_measured(tmp_path, monkeypatch):
+    """A recorded run whose target was a server (each request's network span recorded): the
+    replays draw that span on the target's lane; the loaded pair holds the run's draft, so
+    SSD's branch passes are measured here; a target pass the run did not make cannot be (the
+    server's target is not the loaded one), and the page says what to load instead."""
+    import specviz.ui.chrome as chrome
+    from specviz import Event, load_pair, speculative
+    from specviz.trace import RunConfig
+
+    trace = speculative(load_pair("tiny", dtype="float32"),
+                        RunConfig(prompt="Hello world", gamma=3, max_new_tokens=32)).run()
+    trace.config.target, trace.config.target_url = "remote-target", "http://127.0.0.1:9"
+    for rnd in trace.rounds:  # 40 ms of network and queue before each request
+        for e in [e for e in rnd.events if e.lane == "target" and e.kind in ("prefill", "verify_forward")]:
+            rnd.events.append(Event("target", "network", e.start_ms - 40, e.start_ms))
+    trace.save(tmp_path / "remote.json")
+    monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()  # the tiny pair loads
+    at.switch_page(PAGE).run()
+    _settled(at)
+    assert not at.exception, at.exception
+    spec = at.get("plotly_chart")[0].proto.spec
+    assert "Network and queue (remote target)" in spec and "Target (remote)" in spec
+    assert [t for t in _titles(at) if t.startswith("SSD")]  # its branches: the tiny draft, measured here
+    info = " ".join(i.value for i in at.info)
+    assert "Load the pair it was recorded with (tiny-draft → remote-target" in info and "the target over" in info
+
+
 @pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])
 def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page):
     """A recorded target-alone run has nothing drafted: the Parallel and Inspect pages leave it

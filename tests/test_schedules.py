@@ -611,3 +611,40 @@ def test_bad_run():
 def test_an_empty_run():
     r = ssd([], [], [], COSTS, AGREE_SETTINGS)
     assert (r.rounds, r.wall_ms, r.hits, r.hit_rate, r.branches_per_round) == (0, 0.0, 0, None, None)
+
+
+# --- a remote target: every pass is a request, its network time first ---------------------------
+
+
+def test_a_remote_targets_requests_wait_on_the_network_first():
+    """network_ms before every target pass (prefill included): serial adds it to each round;
+    under PEARL the draft drafts meanwhile; the replay draws it as the target's network span."""
+    remote = LatencyModel(draft_ms={1: 10.0, 2: 12.0}, verify_ms={1: 51.0, 2: 52.0},
+                          draft_prefill_ms=30.0, target_prefill_ms=80.0, network_ms=20.0)
+    local = {name: r.wall_ms for name, r in simulate_all(*AGREE, COSTS, AGREE_SETTINGS).items()}
+    far = simulate_all(*AGREE, remote, AGREE_SETTINGS)
+    rounds = far["serial"].trace.rounds
+    assert far["serial"].wall_ms == pytest.approx(local["serial"] + 20.0 * len(rounds))
+    first = [(e.kind, e.start_ms, e.end_ms) for e in rounds[0].events if e.lane == T]
+    assert first[:2] == [("network", 50.0, 70.0), (PRE, 70.0, 150.0)]
+    for r in far.values():
+        assert sum(e.kind == "network" for e in r.trace.events) == r.rounds  # one request a round
+    assert far["pearl"].wall_ms < far["serial"].wall_ms
+
+
+def test_from_trace_reads_a_remote_targets_network_spans():
+    """A remote run's network spans are its own cost, not bookkeeping: their mean per request."""
+    from specviz.costs import from_trace
+    from specviz.trace import Event, Round
+
+    def rnd(i, t):
+        return Round(index=i, gamma=1, proposed=[5], accepted=1, rejected=[], correction=None, bonus=True,
+                     emitted=[5, 6], events=[Event(D, FWD if i else PRE, t, t + 10, [1]),
+                                             Event(T, "network", t + 10, t + 10 + 30 * (i + 1)),
+                                             Event(T, VER if i else PRE, t + 10 + 30 * (i + 1), t + 100, [1, 5]),
+                                             Event(T, "sample", t + 100, t + 104)])
+    trace = Trace(config=RunConfig(target_url="http://127.0.0.1:8000"), rounds=[rnd(0, 0), rnd(1, 104)],
+                  prompt_ids=[1], output_ids=[5, 6, 5, 6], wall_ms=208.0).finish()
+    model = from_trace(trace)
+    assert model.network_ms == pytest.approx((30 + 60) / 2)
+    assert model.overhead_ms == pytest.approx(4.0)  # the samples only: the network is not bookkeeping
