@@ -117,7 +117,7 @@ TITLES = [
 ]
 
 # --- the toolbar: Back, Next (N), Start over; where we are ----------------------------------------
-bar = st.columns([1, 1, 1, 4], vertical_alignment="center")
+bar = st.columns([1.2, 1.2, 1.4, 3.6], vertical_alignment="center")  # labels whole at 1280 px, in Chinese too
 bar[0].button(_("Back"), key="inspect_back", icon=":material/chevron_left:", width="stretch",
               on_click=_back, disabled=step == 0)
 bar[1].button(_("Next"), key="inspect_next", type="primary", icon=":material/chevron_right:", width="stretch",

@@ -290,7 +290,7 @@ if job is not None:
                  "diamond: the best γ by the formula."))
     raw = pd.DataFrame([{**r, "tokens_per_second_values": json.dumps(r["tokens_per_second_values"])}
                         for r in result.rows])
-    cols = st.columns([1, 1, 4])
+    cols = st.columns([1.6, 1.6, 2.8])  # the labels whole at 1280 px
     cols[0].download_button(_("Download CSV"), raw.to_csv(index=False).encode("utf-8"), "specviz-sweep.csv",
                             "text/csv", icon=":material/download:", key="sweep_csv", width="stretch")
     cols[1].download_button(_("Download JSON"),

@@ -89,6 +89,14 @@ def browser():
 
 # --- helpers ----------------------------------------------------------------------------
 
+def _wait_for_pair(page, timeout_ms: int = 90_000) -> None:
+    """Wait until the sidebar's pair card says the pair is loaded (specviz.ui.pair.pair_state),
+    then for that script run to end. While the pair loads the page's script state can read
+    "notRunning" (for a moment, as the page reruns with the pair): only the card tells."""
+    expect(page.locator('.sv-card[data-sv-pair="ready"]')).to_be_attached(timeout=timeout_ms)
+    _wait_for_run(page)
+
+
 def _wait_for_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
     """Wait until the app is connected, its script run has finished and no element is stale
     (what Streamlit's own e2e tests wait for). Only meaningful after an expect on content
@@ -106,8 +114,8 @@ def _open(browser, url: str, scheme: str = "light", path: str = ""):
     ctx = browser.new_context(viewport=VIEWPORT, color_scheme=scheme)
     page = ctx.new_page()
     page.goto(url)
-    expect(_button(page, "run")).to_be_visible(timeout=90_000)  # the pair has loaded
-    _wait_for_run(page)
+    _wait_for_pair(page)
+    expect(_button(page, "run")).to_be_visible()
     if path:
         page.goto(f"{url}/{path}")
         expect(page.locator('[data-testid="stMain"]')).to_be_visible()

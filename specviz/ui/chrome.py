@@ -1,13 +1,14 @@
 """Page chrome and the constants every page shares.
 
 What each page sets up first (page config, stylesheet, logo), where the app's files lie
-(assets, recorded traces), and the fixed choices the pages offer: the example prompts,
-the keyboard shortcuts, the slow-motion speeds and the live controls' starting values.
-Nothing here loads a model or keeps state.
+(assets, recorded traces), the app's pages and their groups in the top navigation, and the
+fixed choices the pages offer: the example prompts, the keyboard shortcuts, the slow-motion
+speeds and the live controls' starting values. Nothing here loads a model or keeps state.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import streamlit as st
@@ -18,6 +19,29 @@ from specviz.ui.lang import _, current
 ROOT = Path(__file__).resolve().parent.parent.parent
 ASSETS = ROOT / "assets"
 TRACES_DIR = ASSETS / "traces"
+
+# Every page: its file, its title (shown as _(title)) and icon, in the navigation's order.
+PAGES = {
+    "pages/start.py": (N_("Start here"), ":material/flag:"),
+    "pages/live.py": (N_("Live"), ":material/play_circle:"),
+    "pages/replay.py": (N_("Replay"), ":material/replay:"),
+    "pages/parallel.py": (N_("Parallel"), ":material/view_week:"),
+    "pages/about.py": (N_("How it works"), ":material/school:"),
+    "pages/inspect.py": (N_("Inspect a round"), ":material/troubleshoot:"),
+    "pages/theory.py": (N_("Theory"), ":material/functions:"),
+    "pages/sweep.py": (N_("Tune"), ":material/tune:"),
+    "pages/costs.py": (N_("Cost curve"), ":material/show_chart:"),
+    "pages/server.py": (N_("Server"), ":material/dns:"),
+}
+# The top navigation's groups (shown as _(name)): "" holds the links shown one by one, every
+# other group is a menu. At 1280 px with the sidebar open the navigation gets about 710 px:
+# ten links do not fit (Streamlit folds the last ones into "N more", in English in every
+# language); four links and two menus take about 630 px in English, less in Chinese.
+NAV = {
+    "": ("pages/start.py", "pages/live.py", "pages/replay.py", "pages/parallel.py"),
+    N_("Understand"): ("pages/about.py", "pages/inspect.py", "pages/theory.py"),
+    N_("Tune and serve"): ("pages/sweep.py", "pages/costs.py", "pages/server.py"),
+}
 
 # The names are keys (stored in the run history) and English text marked with N_: the page
 # shows _(name). The prompts stay as they are in every language: they are what the models
@@ -47,7 +71,8 @@ DEFAULTS = {
 
 
 def page_chrome() -> None:
-    """What every page shares: page config, stylesheet, logo. Each page calls it first.
+    """What every page shares: page config, stylesheet, logo and, while the guided tour runs,
+    its step bar (specviz.ui.tour). Each page calls it first.
 
     (Pages do it themselves rather than app.py: with a folder named ``pages/``, Streamlit
     runs a page file on its own when a server's first session opens on that page, and
@@ -62,6 +87,15 @@ def page_chrome() -> None:
     )
     st.html(f"<style>{(ASSETS / 'specviz.css').read_text(encoding='utf-8')}</style>")
     st.logo(str(ASSETS / "logo.svg"), icon_image=str(ASSETS / "icon.svg"), size="large")
+    from specviz.ui.tour import render_bar  # here, not at the top: the tour reads this module's PAGES
+
+    render_bar(calling_page(sys._getframe(1).f_code.co_filename))
+
+
+def calling_page(filename: str) -> str:
+    """A page's file as a key of PAGES ("pages/live.py"): the page that called page_chrome."""
+    path = Path(filename).resolve()
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
 
 
 def translator() -> Translator:

@@ -300,7 +300,11 @@ def dequantised_note(d: dict) -> str | None:
 
 
 def _card_html(loader: PairLoader | None) -> str:
+    """The pair card. Its ``data-sv-pair`` attribute holds the pair's state (``pair_state``)
+    for a browser test to wait on: while the pair loads, the page's script state reads "not
+    running" for a moment (as the page reruns with the pair), so it cannot tell loading from ready."""
     e = html.escape
+    state = pair_state(loader)
     if loader is None:
         title, how = _("Not connected"), _("give the server's address and press Connect")
         body = f"<b>{e(title)}</b><br><span class='sv-dim'>{e(how)}</span>"
@@ -325,7 +329,16 @@ def _card_html(loader: PairLoader | None) -> str:
             f"<b>{e(draft)}</b> {e(d['draft'])}<br><b>{e(target)}</b> {e(d['target'])}{where}<br>"
             f"<span class='sv-dim'>{e(d['device'])} · {e(d['dtype'])} · {e(mem)}{dequant}<br>{e(loaded)}</span>"
         )
-    return f"<div class='sv-card'>{body}</div>"
+    return f"<div class='sv-card' data-sv-pair='{state}'>{body}</div>"
+
+
+def pair_state(loader: PairLoader | None) -> str:
+    """"unconnected" (a remote target not yet connected), "loading", "failed" or "ready"."""
+    if loader is None:
+        return "unconnected"
+    if not loader.done:
+        return "loading"
+    return "failed" if loader.error is not None else "ready"
 
 
 def sidebar_pair(divider: bool = True):
