@@ -342,9 +342,11 @@ def test_second_run_measures_its_own_baseline(server, browser):
         _run_to_done(page)
         expect(race).to_contain_text("Speedup")
         _button(page, "run").click()
-        # once the second run is recorded, the numbers compare it with run 1
-        expect(page.locator('[data-testid="stMetricDelta"]', has_text="#1").first).to_be_visible(
-            timeout=RUN_TIMEOUT_MS)
+        # once the second run is recorded, the numbers compare it with run 1; on a busy
+        # machine (other processes took the cores: a shared CI box) they say so instead
+        compared = page.locator('[data-testid="stMetricDelta"]', has_text="#1").first
+        busy = page.locator('[data-testid="stAlert"]', has_text="Timed on a busy machine").first
+        expect(compared.or_(busy)).to_be_visible(timeout=RUN_TIMEOUT_MS)
         _wait_for_run(page)
         expect(race).to_contain_text("Speedup")
         expect(race).not_to_contain_text("reused")
