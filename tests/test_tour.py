@@ -136,7 +136,8 @@ def test_presets_come_once_on_the_steps_own_page():
     assert tour.arrive(ss, "pages/theory.py", en) == {"theory_alpha": alpha, "theory_c": c, "theory_gamma": gamma}
     assert tour.arrive(ss, "pages/theory.py", en) is None  # once
     tour.move(ss, +1)
-    assert tour.arrive(ss, "pages/parallel.py", gettext_for("zh_CN")) == {"parallel_source": "录制：" + tour.RECORDED}
+    zh = gettext_for("zh_CN")
+    assert tour.arrive(ss, "pages/parallel.py", zh) == {"parallel_source": "录制：" + tour.RECORDED}
     tour.start(ss, "live")
     tour.go(ss, 6)
     assert tour.arrive(ss, "pages/theory.py", en) == {}  # the live run marks Theory itself

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from specviz.i18n import N_, Translator
-from specviz.ui.chrome import PAGES, TRACES_DIR
+from specviz.ui.chrome import PAGES, TRACES_DIR, keep_choices, translator
 from specviz.ui.lang import _
 
 STEP, FLAVOUR, PRESET, GOTO = "tour_step", "tour_flavour", "tour_preset", "tour_goto"
@@ -179,6 +179,7 @@ def move(ss: MutableMapping, delta: int) -> None:
 
 
 def end(ss: MutableMapping) -> None:
+    """End the tour (End, or Next on the last step): the bar goes; the run it followed stays chosen."""
     for key in (STEP, PRESET, GOTO):
         ss.pop(key, None)
 
@@ -215,8 +216,9 @@ def recorded_point() -> tuple[float, float, int]:
     from specviz.ui.replay import load_trace_file
 
     run = run_point(load_trace_file((TRACES_DIR / f"{RECORDED}.json").read_bytes()))
-    return round(min(max(run.alpha, 0.0), 0.99), 2), round(min(max(run.c, 0.0), 1.0), 2), min(run.gamma,
-                                                                                               THEORY_MAX_GAMMA)
+    alpha = round(min(max(run.alpha, 0.0), 0.99), 2)
+    c = round(min(max(run.c, 0.0), 1.0), 2)
+    return alpha, c, min(run.gamma, THEORY_MAX_GAMMA)
 
 
 # --- drawing ------------------------------------------------------------------------------------
@@ -304,7 +306,9 @@ def render_start(installed: bool) -> None:
     if not installed:
         st.info(_("No model pair is installed here, so the tour follows a recorded run: every step works "
                   "without a model."), icon=":material/replay:")
-    pick = st.segmented_control(_("The tour follows"), flavours, format_func=lambda f: _(FLAVOURS[f]),
+    tr = translator()  # bound now: the format_func may run outside the script run
+    keep_choices("tour_pick")  # shown translated: keep the choice when the language changes
+    pick = st.segmented_control(_("The tour follows"), flavours, format_func=lambda f: tr(FLAVOURS[f]),
                                 default=ss.get(FLAVOUR) if ss.get(FLAVOUR) in flavours else default_flavour(installed),
                                 required=True, key="tour_pick")
     now = current(ss)
