@@ -53,6 +53,17 @@ def gaps(pair, prompt: str, tokens: int, k: int) -> list[tuple[float, float, flo
     return found
 
 
+def report(rows: list[tuple[float, float, float, bool]], dtype: str, k: int) -> None:
+    moved = sorted(abs(g1 - gk) for _, g1, gk, _ in rows)
+    flips = sorted(g1 for _, g1, _, f in rows if f)
+    print(f"{len(rows)} positions, passes of {k} against passes of 1: top logit median "
+          f"{statistics.median(abs(z) for z, *_ in rows):.1f}, max {max(abs(z) for z, *_ in rows):.1f}; "
+          f"|change of the top-two gap| median {statistics.median(moved):.4f}, 95th percentile "
+          f"{moved[int(0.95 * (len(moved) - 1))]:.4f}, max {moved[-1]:.4f}; argmax flips {len(flips)}"
+          + (f" (at gaps {', '.join(f'{g:.3f}' for g in flips)})" if flips else "")
+          + f"; near-tie threshold for {dtype}: {near_tie_logit(dtype):.4g}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pair", default="default")
@@ -61,19 +72,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5, help="tokens per verify-style pass (γ + 1)")
     a = ap.parse_args()
     pair = load_pair(a.pair, device="cpu", dtype=a.dtype)
+    print(f"{a.pair} pair, {a.dtype}", flush=True)
     rows = []
-    for prompt in PROMPTS:
+    for prompt in PROMPTS:  # a line after each prompt: a slow machine still gives numbers
         rows += gaps(pair, prompt, a.tokens, a.k)
-        print(f"{prompt[:30]!r}: {len(rows)} positions so far", flush=True)
-    moved = sorted(abs(g1 - gk) for _, g1, gk, _ in rows)
-    flips = [g1 for _, g1, _, f in rows if f]
-    print(f"{a.pair} pair, {a.dtype}, {len(rows)} positions, passes of {a.k} against passes of 1")
-    print(f"top logit: median {statistics.median(abs(z) for z, *_ in rows):.1f}, "
-          f"max {max(abs(z) for z, *_ in rows):.1f}")
-    print(f"|change of the top-two gap|: median {statistics.median(moved):.4f}, "
-          f"95th percentile {moved[int(0.95 * (len(moved) - 1))]:.4f}, max {moved[-1]:.4f}")
-    print(f"argmax flips: {len(flips)}" + (f", at gaps {', '.join(f'{g:.3f}' for g in sorted(flips))}" if flips else ""))
-    print(f"near-tie threshold for {a.dtype}: {near_tie_logit(a.dtype):.4g}")
+        print(f"after {prompt[:24]!r}:", end=" ")
+        report(rows, a.dtype, a.k)
 
 
 if __name__ == "__main__":

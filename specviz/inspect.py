@@ -317,7 +317,13 @@ def near_tie_logit(dtype: str) -> float:
     p = 0.30 that are 0.037 apart (0.318 and 0.281) differ by ln(0.318 / 0.281) = 0.12 in
     logit: within bf16's 0.25, a near-tie. A gap of 0.037 between 0.05 and 0.013 is a
     factor of 3.9, ln 3.9 = 1.37: not one. A probability gap alone cannot tell the two
-    apart; the log-ratio can. bench/logit_rounding.py measures what the passes really move."""
+    apart; the log-ratio can.
+
+    Measured (bench/logit_rounding.py: the default pair in bfloat16 on this project's
+    2-core CPU, 72 positions of prose, Chinese and code, passes of 5 tokens against passes
+    of 1): top logits of median 19 and at most 32; the top two's gap moved by 0 (median),
+    0.125 (95th percentile) and 0.19 at most, within 0.25. (The tiny pair, logits near 6,
+    grid step 0.031: at most 0.0625, its two steps.)"""
     return 2 * spacing(dtype)
 
 

@@ -650,12 +650,15 @@ def measure_seconds(source: LatencyModel | Iterable[dict[str, Any]], grid: Itera
     """How long ``specviz.costs.measure`` takes over ``grid`` ((model, batch, new tokens)
     points) on this machine, in seconds: each model's cache filled once (one pass over
     ``context_length`` tokens), then one warm-up and ``repeats`` timed passes per point, each
-    over batch × new tokens; every pass timed by ``pass_curves(source)``."""
-    curves = pass_curves(source)
+    over batch × new tokens: a point a measured curve holds at its own median, any other
+    from ``pass_curves(source)``."""
+    rows = [] if isinstance(source, LatencyModel) else list(source)
+    curves = pass_curves(source if isinstance(source, LatencyModel) else rows)
+    known = {(str(r["model"]), int(r["batch"]), int(r["tokens"])): float(r["ms"]) for r in rows}
     points = [(str(m), int(b), int(k)) for m, b, k in grid]
     missing = sorted({m for m, _, _ in points} - set(curves))
     if missing:
         raise ValueError(f"no pass times for the {', '.join(missing)} to estimate from")
     fill = sum(pass_ms(curves[m], context_length) for m in {m for m, _, _ in points})
-    passes = sum(pass_ms(curves[m], b * k) for m, b, k in points)
+    passes = sum(known.get((m, b, k)) or pass_ms(curves[m], b * k) for m, b, k in points)
     return (fill + (repeats + 1) * passes) / 1000.0
