@@ -563,16 +563,17 @@ def _lane_results(walls: dict[str, float]) -> dict:
 
 def test_a_lane_far_longer_than_the_others_is_cut_and_labelled():
     """One axis for all, scaled to what is compared: SSD at 33 s beside serial at 8 s and PEARL at
-    6 s would squeeze them into a quarter of the width; it is cut at 1.15 × 8 s and says where it ends."""
+    6 s would squeeze them into a quarter of the width; it is cut at 1.25 × 8 s and says where it ends."""
     from specviz.figures import schedules_figure
 
-    assert axis_span([8000, 6000, 33000]) == pytest.approx(1.15 * 8000)
-    assert axis_span([8000, 6000, 12000]) == 12000  # 1.5 × the next: all drawn whole
+    assert axis_span([8000, 6000, 33000]) == pytest.approx(1.25 * 8000)
+    assert axis_span([8000, 6000, 15000]) == 15000  # under 2 × the next: all drawn whole
     results = _lane_results({"serial": 8000, "pearl": 6000, "ssd": 33000})
     fig = schedules_figure(results, {n: n for n in results}, "ms")
-    assert fig.layout.xaxis3.range[1] == pytest.approx(1.02 * 1.15 * 8000)
+    assert fig.layout.xaxis3.range[1] == pytest.approx(1.02 * 1.25 * 8000)
     cuts = [a for a in fig.layout.annotations if "cut" in a.text]
-    assert len(cuts) == 1 and "33 s" in cuts[0].text and cuts[0].xref == "x3"
+    assert len(cuts) == 1 and "33 s" in cuts[0].text and cuts[0].xref == "x3 domain"
+    assert (cuts[0].x, cuts[0].xanchor, cuts[0].y, cuts[0].yanchor) == (1, "right", 1, "bottom")  # its title row
     finishes = [s for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert len(finishes) == 2  # the cut lane's finish is off the axis: the label says it
     whole = schedules_figure(_lane_results({"serial": 8000, "pearl": 6000}), {"serial": "s", "pearl": "p"}, "ms")
@@ -587,7 +588,7 @@ def test_the_legend_sits_above_the_first_lanes_title():
     results = _lane_results({"serial": 8000, "pearl": 6000})
     fig = schedules_figure(results, {"serial": "Serial: 8 s", "pearl": "PEARL: 6 s"}, "ms")
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 1 and fig.layout.legend.yanchor == "top"
-    assert fig.layout.margin.t == TOP_MARGIN >= 80  # a legend row (~25 px) and a title (~22 px) above the lane
+    assert fig.layout.margin.t == TOP_MARGIN >= 25 + 22  # a legend row (~25 px) and a title (~22 px) above the lane
     titles = [a for a in fig.layout.annotations if a.text.startswith(("Serial", "PEARL"))]
     assert [(a.xanchor, a.x) for a in titles] == [("left", 0), ("left", 0)]
 

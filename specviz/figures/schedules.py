@@ -14,14 +14,15 @@ from specviz.i18n import N_, Translator
 from specviz.metrics import fmt_ms
 
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
-CUT_RATIO = 1.6  # a lane this many times longer than the next one is cut...
-CUT_AT = 1.15  # ...at this many times the next one's length
-TOP_MARGIN = 92  # the legend (at the top of the figure) and the first lane's title below it
+CUT_RATIO = 2.0  # a lane this many times longer than the next one is cut (uncut, the next one spans half)...
+CUT_AT = 1.25  # ...at this many times the next one's length
+TOP_MARGIN = 72  # the legend (at the top of the figure) and the first lane's title below it
 
 
 def axis_span(walls: list[float]) -> float:
     """The shared axis's span (ms): the longest lane's, unless it is more than CUT_RATIO
-    times the next longest; then CUT_AT times that one (the longest lane is cut)."""
+    times the next longest; then CUT_AT times that one (the longest lane is cut, and its
+    title row says where it ends)."""
     ordered = sorted(walls, reverse=True)
     if len(ordered) > 1 and ordered[0] > CUT_RATIO * ordered[1]:
         return CUT_AT * ordered[1]
@@ -43,10 +44,11 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
         if result.wall_ms <= axis:
             fig.add_vline(x=result.wall_ms, line=dict(color=FINISH.get(name, TARGET), width=2), row=row, col=1)
         else:
-            fig.add_annotation(x=axis * 1.02, y=0.5, xanchor="right", showarrow=False, row=row, col=1,
+            axis_id = "" if row == 1 else str(row)  # in the lane's title row, at its right end
+            fig.add_annotation(xref=f"x{axis_id} domain", yref=f"y{axis_id} domain", x=1, y=1, xanchor="right",
+                               yanchor="bottom", showarrow=False, font=dict(size=13, color=FINISH.get(name, TARGET)),
                                text="<b>" + tr(N_("cut: ends at {time} ▶")).format(time=fmt_ms(result.wall_ms))
-                               + "</b>", font=dict(size=13), bgcolor="rgba(255,255,255,0.85)",
-                               bordercolor=FINISH.get(name, TARGET), borderwidth=1)
+                               + "</b>")
     base_layout(fig, height, axis, None)
     fig.update_layout(margin=dict(t=TOP_MARGIN),
                       legend=dict(yref="container", y=1.0, yanchor="top"))
