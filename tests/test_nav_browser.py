@@ -285,8 +285,10 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
         thumb.blur()
         _wait_for_run(page)
         _button(page, "run").click()
-        expect(page.locator('[data-testid="stMetricDelta"]', has_text="#").first).to_be_visible(
-            timeout=RUN_TIMEOUT_MS)  # the second run is compared with the first
+        # the second run is compared with the first, or, on a busy machine, says why not
+        compared = page.locator('[data-testid="stMetricDelta"]', has_text="#").first
+        busy = page.locator('[data-testid="stAlert"]', has_text="Timed on a busy machine").first
+        expect(compared.or_(busy)).to_be_visible(timeout=RUN_TIMEOUT_MS)
         _wait_for_run(page)
         _next(page)
         _step_on_screen(page, "live", 6, "en")
