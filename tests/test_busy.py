@@ -191,6 +191,26 @@ def test_busy_loops_while_the_run_is_held_do_not_mark_it(tiny_pair, quiet_machin
     assert others(trace) == [], (trace.contention, os.getloadavg())
 
 
+def test_the_meter_counts_the_timed_spans_only(tiny_pair, monkeypatch):
+    """A round held for 3 s (a Step click awaited) adds nothing to the time the meter judges by,
+    on any machine: its wall time is the clock's, plus the short display work inside ``off``."""
+    meters = []
+    real = contention.CpuMeter.__init__
+
+    def init(self):
+        real(self)
+        meters.append(self)
+
+    monkeypatch.setattr(contention.CpuMeter, "__init__", init)
+    dec = speculative(tiny_pair, make_config(prompt="Hello world", gamma=4, max_new_tokens=40))
+    next(dec)
+    time.sleep(3.0)
+    trace = dec.run()
+    (meter,) = meters
+    assert meter.spans == len(trace.rounds)  # one span a round: from a resume to the next pause
+    assert trace.wall_ms / 1000 <= meter.wall_s < trace.wall_ms / 1000 + 1.0, (meter.wall_s, trace.wall_ms)
+
+
 @needs_fork
 def test_a_race_whose_runs_saw_different_load_is_not_fair(tiny_pair):
     race = Race(tiny_pair, make_config(**LONG))
