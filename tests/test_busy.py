@@ -95,6 +95,19 @@ def test_same_load_compares_the_jobs_and_the_shares():
     assert not same_load(t(Contention("loading the tiny pair (float32)")), quiet)
 
 
+def test_the_cli_says_when_a_race_is_not_fair():
+    from specviz.cli import _contention_note, _unfair_note
+
+    quiet = Trace(config=make_config())
+    busy = Trace(config=make_config(), contention=[Contention(OTHER_PROCESSES, 1.2)])
+    assert _unfair_note(quiet, quiet) is None and _contention_note(quiet) is None
+    assert _unfair_note(busy, quiet) == (
+        "the two runs saw different load (speculative: other programs (1.2 cores); target alone: none): the "
+        "speedup is not a fair ratio; race again on a quieter machine")
+    assert _contention_note(busy, quiet) == ("timed under contention (other programs (1.2 cores) ran at the same "
+                                             "time): timings are pessimistic")
+
+
 def test_sampling_is_cheap():
     """The cost of one sample, twice a round: far below a forward pass of any real pair."""
     meter = CpuMeter()
