@@ -95,6 +95,19 @@ def test_same_load_compares_the_jobs_and_the_shares():
     assert not same_load(t(Contention("loading the tiny pair (float32)")), quiet)
 
 
+def test_the_cli_says_when_a_race_is_not_fair():
+    from specviz.cli import _contention_note, _unfair_note
+
+    quiet = Trace(config=make_config())
+    busy = Trace(config=make_config(), contention=[Contention(OTHER_PROCESSES, 1.2)])
+    assert _unfair_note(quiet, quiet) is None and _contention_note(quiet) is None
+    assert _unfair_note(busy, quiet) == (
+        "the two runs saw different load (speculative: other programs (1.2 cores); target alone: none): the "
+        "speedup is not a fair ratio; race again on a quieter machine")
+    assert _contention_note(busy, quiet) == ("timed under contention (other programs (1.2 cores) ran at the same "
+                                             "time): timings are pessimistic")
+
+
 def test_sampling_is_cheap():
     """The cost of one sample, twice a round: far below a forward pass of any real pair."""
     meter = CpuMeter()
@@ -189,6 +202,26 @@ def test_busy_loops_while_the_run_is_held_do_not_mark_it(tiny_pair, quiet_machin
         time.sleep(1.5)
     trace = dec.run()
     assert others(trace) == [], (trace.contention, os.getloadavg())
+
+
+def test_the_meter_counts_the_timed_spans_only(tiny_pair, monkeypatch):
+    """A round held for 3 s (a Step click awaited) adds nothing to the time the meter judges by,
+    on any machine: its wall time is the clock's, plus the short display work inside ``off``."""
+    meters = []
+    real = contention.CpuMeter.__init__
+
+    def init(self):
+        real(self)
+        meters.append(self)
+
+    monkeypatch.setattr(contention.CpuMeter, "__init__", init)
+    dec = speculative(tiny_pair, make_config(prompt="Hello world", gamma=4, max_new_tokens=40))
+    next(dec)
+    time.sleep(3.0)
+    trace = dec.run()
+    (meter,) = meters
+    assert meter.spans == len(trace.rounds)  # one span a round: from a resume to the next pause
+    assert trace.wall_ms / 1000 <= meter.wall_s < trace.wall_ms / 1000 + 1.0, (meter.wall_s, trace.wall_ms)
 
 
 @needs_fork
