@@ -6,6 +6,8 @@ the page opens, in seconds, in a background thread that waits its turn for the e
 (``parallel.QuickCosts``); until it is known, the page shows no number that depends on it."""
 
 import dataclasses
+import functools
+from pathlib import Path
 
 import streamlit as st
 
@@ -16,8 +18,11 @@ from specviz import parallel, ui
 from specviz.metrics import fmt_ms, fmt_pct
 from specviz.overlap import pearl_run
 from specviz.schedules import FANOUT_MODES
+from specviz.ui import chrome
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
+from specviz.ui.replay import load_trace_file
+from specviz.ui.sources import MATCHED
 
 POLL_S = 0.5  # how often the page looks whether a background measurement has finished
 
@@ -35,6 +40,48 @@ def quick_costs(_pair, pair_id: int, draft_quant: str, draft_vocab: int, ctx: in
     return parallel.QuickCosts(_pair, cfg, ctx, {ref[0]: ref for ref in refs}, lock=ENGINE_LOCK)
 
 
+@functools.lru_cache(maxsize=16)
+def read_trace(path: Path, mtime_ns: int):
+    return load_trace_file(path.read_bytes())
+
+
+def remote_runs() -> dict[Path, object]:
+    """The recorded runs whose target was a vLLM server (assets/traces/remote/: the draft here,
+    the target on a server, each request's network and queue time recorded), by file; a file
+    that cannot be read maps to its error."""
+    folder = chrome.TRACES_DIR / "remote"
+    runs = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            runs[path] = read_trace(path, path.stat().st_mtime_ns)
+        except (BadInput, OSError) as exc:
+            runs[path] = exc
+    return runs
+
+
+def remote_sources() -> dict:
+    """Label -> loader of the recorded remote-target runs that drafted (not the target alone)."""
+    def loader(run):
+        def load():
+            if isinstance(run, Exception):
+                raise run
+            return run
+        return load
+
+    return {_("Recorded, remote target: ") + path.stem: loader(run) for path, run in remote_runs().items()
+            if isinstance(run, Exception) or run.config.mode == "speculative"}
+
+
+def remote_baseline(trace):
+    """The recorded remote target-alone run of ``trace``'s prompt and settings, or None."""
+    want = {k: getattr(trace.config, k) for k in MATCHED}
+    for run in remote_runs().values():
+        if not isinstance(run, Exception) and run.config.mode == "autoregressive" and all(
+                getattr(run.config, k) == v for k, v in want.items()):
+            return run
+    return None
+
+
 def race_of(trace) -> tuple:
     """(the target-alone run raced with ``trace``, the race's speedup, which run it is in
     words): this session's Live race, or the recorded target-alone run of the same prompt
@@ -42,7 +89,7 @@ def race_of(trace) -> tuple:
     live = ss.get("live")
     if live is not None and live.trace is trace and live.comparison is not None and live.ar is not None:
         return live.ar, live.comparison.speedup, _("the target-alone run raced right after it on the Live page")
-    ar = ui.recorded_baseline(trace)
+    ar = ui.recorded_baseline(trace) or remote_baseline(trace)
     if ar is not None and ar.summary.get("tokens_per_second"):
         return ar, trace.summary["tokens_per_second"] / ar.summary["tokens_per_second"], _(
             "the recorded target-alone run of the same prompt and settings")
@@ -66,7 +113,7 @@ def points_text(points) -> str:
 
 
 # --- which run -------------------------------------------------------------------------------
-sources = ui.replay_sources(speculative_only=True)
+sources = {**ui.replay_sources(speculative_only=True), **remote_sources()}
 with st.sidebar:
     st.selectbox(_("Run to replay"), list(sources), key="parallel_source",
                  help=_("A greedy speculative run: this session's last Live run, or a recorded one."))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from conftest import run_ar, run_sd
 from specviz import BadInput, costs, parallel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("kw", [
@@ -251,3 +253,26 @@ def test_the_overlap_bound_hides_the_shorter_side():
     model = costs.LatencyModel(draft_ms={1: 10.0}, verify_ms={5: 100.0})
     assert parallel.overlap_bound(model, 4) == pytest.approx(140 / 100)
     assert parallel.overlap_bound(costs.LatencyModel(draft_ms={1: 25.0}, verify_ms={5: 100.0}), 4) == 2.0
+
+
+REMOTE = ROOT / "assets" / "traces" / "remote"
+
+
+def test_the_shipped_remote_run_replays_with_its_network_time():
+    """The recorded run with the target on a vLLM server: valid, replayable, its serial replay
+    the run itself, and every replayed request waits its network and queue time first."""
+    from specviz import Trace, trace_schema
+
+    trace = trace_schema.check_file(REMOTE / "code-gamma4-remote-greedy.json")
+    alone = Trace.load(REMOTE / "code-autoregressive-remote-greedy.json")
+    assert trace.config.target_url and alone.config.mode == "autoregressive" and alone.output_ids == trace.output_ids
+    assert parallel.why_not_replayable(trace) is None
+    own = costs.from_trace(trace)
+    network = [e.duration_ms for e in trace.events if e.kind == "network"]
+    assert own.network_ms == pytest.approx(sum(network) / len(network)) and own.network_ms > 0
+    check = parallel.check_serial(trace, own)
+    assert check.ok and abs(check.wall_error) < 0.01, check.to_dict()
+    results = parallel.replay(trace, parallel.with_alone(own, trace, alone), parallel.settings_for(trace))
+    for r in results.values():
+        requests = [e for e in r.trace.events if e.lane == "target" and e.kind in ("prefill", "verify_forward")]
+        assert sum(e.kind == "network" for e in r.trace.events) == len(requests)

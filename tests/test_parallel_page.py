@@ -253,6 +253,21 @@ def test_a_remote_runs_network_time_is_drawn_and_its_draft_measured(tmp_path, mo
     assert "Load the pair it was recorded with (tiny-draft → remote-target" in info and "the target over" in info
 
 
+def test_the_shipped_remote_run_shows_its_network_time():
+    """The recorded run whose target was a vLLM server is offered; its replays draw each
+    request's network and queue span; its race is the recorded remote target-alone run."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    label = "Recorded, remote target: code-gamma4-remote-greedy"
+    assert label in at.selectbox(key="parallel_source").options
+    assert "Recorded, remote target: code-autoregressive-remote-greedy" not in at.selectbox(key="parallel_source").options
+    at.selectbox(key="parallel_source").set_value(label).run()
+    assert not at.exception, at.exception
+    spec = at.get("plotly_chart")[0].proto.spec
+    assert "Network and queue (remote target)" in spec and "Target (remote)" in spec
+    assert "the recorded target-alone run of the same prompt and settings" in " ".join(c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])
 def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page):
     """A recorded target-alone run has nothing drafted: the Parallel and Inspect pages leave it
