@@ -140,6 +140,11 @@ if (why := parallel.why_not_replayable(trace)) is not None:
     st.stop()
 
 # --- costs and settings ----------------------------------------------------------------------
+run_key = (ss.get("parallel_source"), trace.config.prompt, trace.wall_ms, len(trace.output_ids))
+if ss.get("parallel_run") != run_key:  # another run: its own γ and policy, not the last run's
+    ss["parallel_run"] = run_key
+    for key in ("parallel_gamma", "parallel_policy"):
+        ss.pop(key, None)
 costs, costs_note, measured = ui.schedule_costs(trace)
 cfg = trace.config
 pair = ui.loaded_pair()
@@ -276,10 +281,10 @@ check = parallel.check_serial(trace, costs)
 # --- what "vs target alone" divides by ------------------------------------------------------------
 if alone_run is not None:
     st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
-                 "race measured ×{race:.2f} for this run; the serial replay gives ×{replay:.2f}, as its wall time "
-                 "is {err:+.1%} off the run's.").format(
+                 "race measured ×{race:.2f} for this run; its serial replay (its own γ and policy) gives ×{replay:.2f}, "
+                 "as its wall time is {err:+.1%} off the run's.").format(
         which=alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms),
-        race=race_speedup, replay=serial.tokens_per_second / alone_tps, err=check.wall_error))
+        race=race_speedup, replay=n / check.sim_wall_ms * 1000 / alone_tps, err=check.wall_error))
 elif alone_tps:
     how = (_("measured on this machine") if measured else
            _("measured just now, scaled to the run's own verify pass")
