@@ -140,13 +140,12 @@ if (why := parallel.why_not_replayable(trace)) is not None:
     st.stop()
 
 # --- costs and settings ----------------------------------------------------------------------
-run_key = (ss.get("parallel_source"), trace.config.prompt, trace.wall_ms, len(trace.output_ids))
-if ss.get("parallel_run") != run_key:  # another run: its own γ and policy, not the last run's
-    ss["parallel_run"] = run_key
-    for key in ("parallel_gamma", "parallel_policy"):
-        ss.pop(key, None)
-costs, costs_note, measured = ui.schedule_costs(trace)
 cfg = trace.config
+run_key = (ss.get("parallel_source"), cfg.prompt, trace.wall_ms, len(trace.output_ids))
+if ss.get("parallel_run") != run_key or "parallel_gamma" not in ss:  # a run opens at its own γ and policy
+    ss["parallel_run"] = run_key
+    ss["parallel_gamma"], ss["parallel_policy"] = min(cfg.gamma, 16), cfg.policy
+costs, costs_note, measured = ui.schedule_costs(trace)
 pair = ui.loaded_pair()
 same = parallel.same_pair(pair, cfg)
 ctx = parallel.replay_context(trace)
@@ -167,7 +166,7 @@ if not measured and same and pair.target is not None:
             bar.empty()
             st.error(_("The costs cannot be measured: ") + str(exc), icon=":material/error:")
 with st.sidebar:
-    st.slider(_("γ · draft length"), 1, 16, value=min(cfg.gamma, 16), key="parallel_gamma")
+    st.slider(_("γ · draft length"), 1, 16, key="parallel_gamma")
     st.select_slider(_("SSD fan-out (branches per outcome)"), list(range(1, 9)), value=2, key="parallel_fanout")
     ui.keep_choices("parallel_fanmode", "parallel_policy")
     labels = {"uniform": _("uniform"), "geometric": _("geometric"), "constant": _("constant"),
@@ -175,7 +174,7 @@ with st.sidebar:
     st.segmented_control(_("SSD fan-out shape"), FANOUT_MODES, key="parallel_fanmode", required=True,
                          default="uniform", format_func=labels.get)
     st.segmented_control(_("Serial γ policy"), ["constant", "heuristic"], key="parallel_policy", required=True,
-                         default=cfg.policy, format_func=labels.get)
+                         format_func=labels.get)
 
 settings = parallel.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
                                  fanout=ss["parallel_fanout"], fanout_mode=ss["parallel_fanmode"])
