@@ -222,6 +222,7 @@ st.caption(_("Simulated: the same tokens the run emitted, each step timed by the
 
 if quick is not None and quick.error and to_measure:
     st.error(_("The passes this replay needs could not be measured: ") + quick.error, icon=":material/error:")
+    st.button(_("Try again"), key="parallel_quick_retry", icon=":material/refresh:", on_click=quick.forget_error)
 elif to_measure:
     st.info(_("Measuring the branch costs… {passes}: the run did not make these passes. Seconds; a live "
               "run waits its turn meanwhile, off its clock.").format(passes=points_text(to_measure)),
@@ -231,10 +232,10 @@ if unmeasurable := needed - to_measure:
               "with ({draft} → {target}, {dtype} on {device}) to measure them: seconds.").format(
         passes=points_text(unmeasurable), draft=cfg.draft, target=cfg.target,
         dtype=cfg.dtype, device=cfg.device), icon=":material/info:")
-if quick is not None and quick.running:
+if to_measure and quick.error is None:
     @st.fragment(run_every=POLL_S)
     def wait_for_quick_costs() -> None:
-        """Redraw the page once the background measurement is done."""
+        """Redraw the page once the background measurement is done (at once if it already is)."""
         if not quick.running:
             st.rerun()
 
@@ -280,8 +281,8 @@ check = parallel.check_serial(trace, costs)
 # --- what "vs target alone" divides by ------------------------------------------------------------
 if alone_run is not None:
     st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
-                 "race measured ×{race:.2f} for this run; its serial replay (its own γ and policy) gives ×{replay:.2f}, "
-                 "as its wall time is {err:+.1%} off the run's.").format(
+                 "race measured ×{race:.2f} for this run; its serial replay (its own γ and policy) gives "
+                 "×{replay:.2f}, as its wall time is {err:+.1%} off the run's.").format(
         which=alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms),
         race=race_speedup, replay=n / check.sim_wall_ms * 1000 / alone_tps, err=check.wall_error))
 elif alone_tps:
