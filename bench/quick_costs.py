@@ -78,7 +78,8 @@ def main() -> None:
         old = parallel.replay(trace, parallel.costs_for(trace, None), settings)["ssd"].tokens_per_second
         for i, schedule in enumerate(default):
             d, f = default[schedule].tokens_per_second, full[schedule].tokens_per_second
-            lead = f"{name:<6} {ctx:>4} | {quick_s:7.1f} {len(need):>6}" if i == 0 else f"{'':<6} {'':>4} | {'':>7} {'':>6}"
+            lead = (f"{name:<6} {ctx:>4} | {quick_s:7.1f} {len(need):>6}" if i == 0
+                    else f"{'':<6} {'':>4} | {'':>7} {'':>6}")
             tail = f"{old:7.2f}" if schedule == "ssd" else ""
             print(f"{lead} | {schedule:<8} {d:8.2f} {f:8.2f} {d / f:6.2f} | {tail}", flush=True)
             if schedule == "ssd":

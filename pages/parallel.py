@@ -140,8 +140,12 @@ if (why := parallel.why_not_replayable(trace)) is not None:
     st.stop()
 
 # --- costs and settings ----------------------------------------------------------------------
-costs, costs_note, measured = ui.schedule_costs(trace)
 cfg = trace.config
+run_key = (ss.get("parallel_source"), cfg.prompt, trace.wall_ms, len(trace.output_ids))
+if ss.get("parallel_run") != run_key or "parallel_gamma" not in ss:  # a run opens at its own γ and policy
+    ss["parallel_run"] = run_key
+    ss["parallel_gamma"], ss["parallel_policy"] = min(cfg.gamma, 16), cfg.policy
+costs, costs_note, measured = ui.schedule_costs(trace)
 pair = ui.loaded_pair()
 same = parallel.same_pair(pair, cfg)
 ctx = parallel.replay_context(trace)
@@ -162,7 +166,7 @@ if not measured and same and pair.target is not None:
             bar.empty()
             st.error(_("The costs cannot be measured: ") + str(exc), icon=":material/error:")
 with st.sidebar:
-    st.slider(_("γ · draft length"), 1, 16, value=min(cfg.gamma, 16), key="parallel_gamma")
+    st.slider(_("γ · draft length"), 1, 16, key="parallel_gamma")
     st.select_slider(_("SSD fan-out (branches per outcome)"), list(range(1, 9)), value=2, key="parallel_fanout")
     ui.keep_choices("parallel_fanmode", "parallel_policy")
     labels = {"uniform": _("uniform"), "geometric": _("geometric"), "constant": _("constant"),
@@ -170,7 +174,7 @@ with st.sidebar:
     st.segmented_control(_("SSD fan-out shape"), FANOUT_MODES, key="parallel_fanmode", required=True,
                          default="uniform", format_func=labels.get)
     st.segmented_control(_("Serial γ policy"), ["constant", "heuristic"], key="parallel_policy", required=True,
-                         default=cfg.policy, format_func=labels.get)
+                         format_func=labels.get)
 
 settings = parallel.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
                                  fanout=ss["parallel_fanout"], fanout_mode=ss["parallel_fanmode"])
@@ -218,6 +222,7 @@ st.caption(_("Simulated: the same tokens the run emitted, each step timed by the
 
 if quick is not None and quick.error and to_measure:
     st.error(_("The passes this replay needs could not be measured: ") + quick.error, icon=":material/error:")
+    st.button(_("Try again"), key="parallel_quick_retry", icon=":material/refresh:", on_click=quick.forget_error)
 elif to_measure:
     st.info(_("Measuring the branch costs… {passes}: the run did not make these passes. Seconds; a live "
               "run waits its turn meanwhile, off its clock.").format(passes=points_text(to_measure)),
@@ -227,10 +232,10 @@ if unmeasurable := needed - to_measure:
               "with ({draft} → {target}, {dtype} on {device}) to measure them: seconds.").format(
         passes=points_text(unmeasurable), draft=cfg.draft, target=cfg.target,
         dtype=cfg.dtype, device=cfg.device), icon=":material/info:")
-if quick is not None and quick.running:
+if to_measure and quick.error is None:
     @st.fragment(run_every=POLL_S)
     def wait_for_quick_costs() -> None:
-        """Redraw the page once the background measurement is done."""
+        """Redraw the page once the background measurement is done (at once if it already is)."""
         if not quick.running:
             st.rerun()
 
@@ -276,10 +281,10 @@ check = parallel.check_serial(trace, costs)
 # --- what "vs target alone" divides by ------------------------------------------------------------
 if alone_run is not None:
     st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
-                 "race measured ×{race:.2f} for this run; the serial replay gives ×{replay:.2f}, as its wall time "
-                 "is {err:+.1%} off the run's.").format(
+                 "race measured ×{race:.2f} for this run; its serial replay (its own γ and policy) gives "
+                 "×{replay:.2f}, as its wall time is {err:+.1%} off the run's.").format(
         which=alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms),
-        race=race_speedup, replay=serial.tokens_per_second / alone_tps, err=check.wall_error))
+        race=race_speedup, replay=n / check.sim_wall_ms * 1000 / alone_tps, err=check.wall_error))
 elif alone_tps:
     how = (_("measured on this machine") if measured else
            _("measured just now, scaled to the run's own verify pass")

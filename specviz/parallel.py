@@ -318,6 +318,10 @@ class QuickCosts:
             self._thread.start()
             return True
 
+    def forget_error(self) -> None:
+        """Let the next ``start`` try again after a failed measurement."""
+        self.error = None
+
     def wait(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)

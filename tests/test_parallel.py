@@ -229,7 +229,8 @@ def test_quick_costs_wait_for_the_engine_and_mark_their_work(tiny_pair):
     assert not quick.start(need)  # known now: nothing to measure
 
 
-@pytest.mark.parametrize("kw", [dict(draft_quant="int8"), dict(draft_vocab=24), dict(draft_vocab=24, draft_quant="int8")])
+@pytest.mark.parametrize("kw", [dict(draft_quant="int8"), dict(draft_vocab=24),
+                                dict(draft_vocab=24, draft_quant="int8")])
 def test_the_quick_costs_time_the_runs_own_draft(tiny_pair, kw):
     trace = _run(tiny_pair, **kw)
     draft = parallel.run_draft(tiny_pair, trace.config)
@@ -276,3 +277,16 @@ def test_the_shipped_remote_run_replays_with_its_network_time():
     for r in results.values():
         requests = [e for e in r.trace.events if e.lane == "target" and e.kind in ("prefill", "verify_forward")]
         assert sum(e.kind == "network" for e in r.trace.events) == len(requests)
+
+
+def test_a_measurement_that_cannot_run_says_why_and_can_be_tried_again(tiny_pair):
+    trace = _run(tiny_pair)
+    quick = parallel.QuickCosts(tiny_pair, trace.config, 300, parallel.references(trace))  # it holds 256 tokens
+    need = parallel.missing_passes(trace, parallel.settings_for(trace), measured=False)["ssd"]
+    assert quick.start(need)
+    quick.wait(60)
+    assert "context" in quick.error and not quick.ratios and quick.seconds is not None
+    quick.forget_error()  # the page's Try again
+    assert quick.error is None and quick.start(need)
+    quick.wait(60)
+    assert "context" in quick.error

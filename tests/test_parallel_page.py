@@ -224,9 +224,6 @@ def test_a_run_too_short_to_time_a_replay_is_explained(tmp_path, monkeypatch):
     assert any("too short" in w.value for w in at.warning)
 
 
-@pytest.mark.xfail(reason="known, open: on the merged tree the page asks for the target's k = 1, 3 passes "
-                   "(a remote run's target cannot be measured here) and draws no lanes; see issue #16's note",
-                   strict=False)
 def test_a_remote_runs_network_time_is_drawn_and_its_draft_measured(tmp_path, monkeypatch):
     """A recorded run whose target was a server (each request's network span recorded): the
     replays draw that span on the target's lane; the loaded pair holds the run's draft, so
@@ -239,9 +236,12 @@ def test_a_remote_runs_network_time_is_drawn_and_its_draft_measured(tmp_path, mo
     trace = speculative(load_pair("tiny", dtype="float32"),
                         RunConfig(prompt="Hello world", gamma=3, max_new_tokens=32)).run()
     trace.config.target, trace.config.target_url = "remote-target", "http://127.0.0.1:9"
-    for rnd in trace.rounds:  # 40 ms of network and queue before each request
-        for e in [e for e in rnd.events if e.lane == "target" and e.kind in ("prefill", "verify_forward")]:
-            rnd.events.append(Event("target", "network", e.start_ms - 40, e.start_ms))
+    for rnd in trace.rounds:  # the first third of each request: its network and queue
+        for i, e in enumerate(rnd.events):
+            if e.lane == "target" and e.kind in ("prefill", "verify_forward"):
+                split = e.start_ms + e.duration_ms / 3
+                rnd.events[i] = Event("target", e.kind, split, e.end_ms, e.tokens)
+                rnd.events.append(Event("target", "network", e.start_ms, split))
     trace.save(tmp_path / "remote.json")
     monkeypatch.setattr(chrome, "TRACES_DIR", tmp_path)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
@@ -263,7 +263,8 @@ def test_the_shipped_remote_run_shows_its_network_time():
     at.switch_page(PAGE).run()
     label = "Recorded, remote target: code-gamma4-remote-greedy"
     assert label in at.selectbox(key="parallel_source").options
-    assert "Recorded, remote target: code-autoregressive-remote-greedy" not in at.selectbox(key="parallel_source").options
+    options = at.selectbox(key="parallel_source").options
+    assert "Recorded, remote target: code-autoregressive-remote-greedy" not in options  # the target alone
     at.selectbox(key="parallel_source").set_value(label).run()
     assert not at.exception, at.exception
     spec = at.get("plotly_chart")[0].proto.spec
@@ -307,6 +308,18 @@ def test_pearl_runs_for_real_beside_its_simulation():
     ratio = float(shown["measured ÷ simulated"])
     assert 0.05 < ratio < 20, ratio  # both are real times of the same work; the tiny pair is noisy
     assert len(at.get("plotly_chart")) == 2  # the measured run's own timeline
+
+
+def test_another_run_opens_at_its_own_gamma():
+    """γ and the policy belong to the run: picking another run starts from its own, not the last one's."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page(PAGE).run()
+    at.selectbox(key="parallel_source").set_value("Recorded: code-gamma8-greedy").run()
+    assert at.slider(key="parallel_gamma").value == 8
+    at.slider(key="parallel_gamma").set_value(3).run()
+    at.selectbox(key="parallel_source").set_value("Recorded: code-gamma4-greedy").run()
+    assert not at.exception, at.exception
+    assert at.slider(key="parallel_gamma").value == 4
 
 
 def test_pearl_for_real_needs_the_runs_pair():

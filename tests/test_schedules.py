@@ -631,6 +631,12 @@ def test_a_remote_targets_requests_wait_on_the_network_first():
     for r in far.values():
         assert sum(e.kind == "network" for e in r.trace.events) == r.rounds  # one request a round
     assert far["pearl"].wall_ms < far["serial"].wall_ms
+    from specviz.figures import schedules_figure
+    from specviz.figures.schedules import LEGEND_ROW, TOP_MARGIN
+
+    fig = schedules_figure(far, {n: n for n in far}, "ms")
+    assert "Network and queue (remote target)" in [t.name for t in fig.data]
+    assert fig.layout.margin.t == TOP_MARGIN + LEGEND_ROW  # its legend entry wraps to a second row
 
 
 def test_from_trace_reads_a_remote_targets_network_spans():

@@ -16,7 +16,8 @@ from specviz.metrics import fmt_ms
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
 CUT_RATIO = 2.0  # a lane this many times longer than the next one is cut (uncut, the next one spans half)...
 CUT_AT = 1.25  # ...at this many times the next one's length
-TOP_MARGIN = 72  # the legend (at the top of the figure) and the first lane's title below it
+TOP_MARGIN = 72  # the legend (at the top of the figure) and the first lane's title below it...
+LEGEND_ROW = 26  # ...and one row more for a remote target's network entry (5 entries wrap at 760 px)
 
 
 def axis_span(walls: list[float]) -> float:
@@ -50,7 +51,8 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
                                text="<b>" + tr(N_("cut: ends at {time} ▶")).format(time=fmt_ms(result.wall_ms))
                                + "</b>")
     base_layout(fig, height, axis, None)
-    fig.update_layout(margin=dict(t=TOP_MARGIN),
+    remote = any(e.kind == "network" for r in results.values() for e in r.trace.events)
+    fig.update_layout(margin=dict(t=TOP_MARGIN + LEGEND_ROW * remote),
                       legend=dict(yref="container", y=1.0, yanchor="top"))
     fig.update_xaxes(title=dict(text=axis_title, font=dict(size=13)), row=len(names), col=1)
     return fig
