@@ -4,16 +4,16 @@
     SPECVIZ_PAIR=tiny streamlit run app.py  # the tiny random pair: instant, for tests
 
 Each page sets up its own chrome (page config, stylesheet, logo, the pair card):
-see specviz.ui.page_chrome for why. This file draws the top navigation, its groups
+see specviz.ui.frame.page_chrome for why. This file draws the top navigation, its groups
 as specviz.ui.chrome.NAV lists them.
 """
 
 import streamlit as st
 
-from specviz.server_mode import pair_installed
 from specviz.ui.chrome import NAV, PAGES
 from specviz.ui.lang import _, current
 from specviz.ui.pair import env_pair
+from specviz.ui.server_mode import pair_installed
 
 current()  # the language (URL, session or browser) before the page titles below are translated
 ready = pair_installed(env_pair())  # if not, the app opens on the recorded runs, which need no model

@@ -69,7 +69,7 @@ def cli_tps(prompt: str, gamma: int, max_new: int, dtype: str) -> float:
                         "--max-new-tokens", str(max_new), "--dtype", dtype, "--quiet", "--json", str(out)],
                        check=True, capture_output=True, cwd=ROOT)
         data = json.loads(out.read_text())
-    from specviz.trace import Trace
+    from specviz.record.run_trace import Trace
 
     return Trace.from_dict(data).summary["tokens_per_second"]
 
@@ -91,7 +91,7 @@ def app_tps(page, expect) -> float:
     expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=60_000)
     with page.expect_download() as download:
         page.locator(".st-key-dl_trace button").first.click()
-    from specviz.trace import Trace
+    from specviz.record.run_trace import Trace
 
     data = json.loads(Path(download.value.path()).read_text())
     return Trace.from_dict(data).summary["tokens_per_second"]

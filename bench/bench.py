@@ -26,7 +26,7 @@ alone, beside HF assisted generation (full draft head) at every gamma. All cells
 prompt are interleaved: for each repeat, for each gamma, every head and HF run in turn.
 
   python bench/bench.py --draft-heads 0 8192 16384 32768 65536 --prompts code
-  python bench/bench.py --draft-heads 0 32768 --draft-quants none int8   # each head bf16 and int8 (quant.py)
+  python bench/bench.py --draft-heads 0 32768 --draft-quants none int8   # each head bf16 and int8 (specviz/models/int8.py)
 
 Our runs skip what only the app's p/q inspector reads (``inspect=False``: top-10 rows,
 draft ranks), since HF records nothing of the kind; ``--inspect`` puts it back.
@@ -40,12 +40,12 @@ import time
 
 import torch
 
-from specviz.engine import autoregressive, speculative
-from specviz.models import load_pair
-from specviz.quant import QUANTS
-from specviz.theory import alpha_from_mean_length, expected_speedup
-from specviz.trace import RunConfig
-from specviz.validate import encode_prompt
+from specviz.analysis.theory import alpha_from_mean_length, expected_speedup
+from specviz.engine.decode import autoregressive, speculative
+from specviz.models.pair import load_pair
+from specviz.record.limits import QUANTS
+from specviz.record.run_config import RunConfig
+from specviz.record.validate import encode_prompt
 
 PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, with a docstring.",

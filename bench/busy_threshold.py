@@ -1,5 +1,5 @@
 """What the browser showing the app costs in other-process CPU share: the floor under
-``specviz.contention.BUSY_CORES``.
+``specviz.models.busy.BUSY_CORES``.
 
 Serves the app (``streamlit run app.py`` on ``--port``, the pair from ``--pair``), opens the
 Live page in Chromium at 1280×720, and presses Run ``--runs`` times. For each run, from the
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import psutil
 
-from specviz.contention import CpuMeter
+from specviz.models.busy import CpuMeter
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -66,7 +66,7 @@ def family(server: psutil.Process) -> tuple[list[psutil.Process], list[psutil.Pr
 # The app's server, its CPU meters logging each timed span's (start, end) on perf_counter.
 SERVER = """
 import sys, time
-from specviz import contention
+from specviz.record import contention
 log = open(sys.argv[1], "a", buffering=1)
 start, stop = contention.CpuMeter.start, contention.CpuMeter.stop
 def logged_start(self):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from specviz import costs as C
-from specviz import sweep as S
-from specviz.models import load_pair
+from specviz.measure import forward_costs as C
+from specviz.measure import sweep as S
+from specviz.models.pair import load_pair
 from specviz.ui.chrome import EXAMPLES
 
 

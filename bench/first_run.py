@@ -14,7 +14,7 @@ already warm. Every process runs twice over, once per state of the model cache:
 Prints one line per process and a table of medians: first and second run tok/s, their
 ratio first / second (the goal: >= 0.9), and the draft and verify pass ratios first /
 second (1.00: the first run's passes as fast as the second's). A run timed while something
-else competed for the cores says so (specviz.contention), since its ratio is then no
+else competed for the cores says so (specviz.record.contention), since its ratio is then no
 measure of a cold start.
 
   python bench/first_run.py                              # the default pair, 3 processes
@@ -62,10 +62,17 @@ print(json.dumps({"load_s": pair.load_ms / 1000, "process_s": time.perf_counter(
 
 
 def cache_files(pair: str, dtype: str) -> list[Path]:
-    """The files of the pair's converted cache in ``dtype`` (specviz.models' layout); none for the tiny pair."""
+    """The files of the pair's converted cache in ``dtype`` (specviz.models.pair' layout); none for the tiny pair."""
     if pair == "tiny":
         return []
-    from specviz.models import DRAFT, TARGET, cache_dir, dtype_folder, resolve_device, resolve_dtype
+    from specviz.models.pair import (
+        DRAFT,
+        TARGET,
+        cache_dir,
+        dtype_folder,
+        resolve_device,
+        resolve_dtype,
+    )
 
     dt = resolve_dtype(dtype, resolve_device("cpu"))
     folders = [dtype_folder(cache_dir() / "models" / f"{s.name}-{s.sha256[:12]}", dt) for s in (DRAFT, TARGET)]

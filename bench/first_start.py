@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed for one start")
     args = parser.parse_args()
 
-    from specviz.models import cache_dir
+    from specviz.models.pair import cache_dir
 
     rows: dict[str, list[float]] = {k: [] for k in args.kinds}
     print(f"{'kind':<8} {'served s':>9} {'ready s':>8}  load average (1 min) before")

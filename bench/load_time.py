@@ -31,7 +31,7 @@ from pathlib import Path
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-from specviz.models import load_pair
+from specviz.models.pair import load_pair
 t1 = time.perf_counter()
 stages = []
 pair = load_pair("default", device="cpu", dtype=sys.argv[1],

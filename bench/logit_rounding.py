@@ -1,6 +1,6 @@
 """How far a low-precision dtype moves the target's top-two logit gap between a verify pass and one-token passes.
 
-The near-tie threshold (``specviz.inspect.near_tie_logit``) says how close the target's top
+The near-tie threshold (``specviz.analysis.round_story.near_tie_logit``) says how close the target's top
 two candidates must be for rounding to swap them. This measures it: the target decodes
 ``--tokens`` tokens greedily one token per pass (as the target alone does), then reads the
 same tokens again ``--k`` at a time from the same cache (as a verify pass does), and at
@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from specviz.inspect import near_tie_logit
-from specviz.models import load_pair
-from specviz.validate import encode_prompt
+from specviz.analysis.round_story import near_tie_logit
+from specviz.models.pair import load_pair
+from specviz.record.validate import encode_prompt
 
 PROMPTS = ("Write a short story about a lighthouse keeper who finds a message in a bottle.",
            "用三句话介绍长城的历史。",

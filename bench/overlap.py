@@ -1,16 +1,16 @@
-"""Benchmark: PEARL run for real (specviz.overlap, draft and target in two pinned threads)
-against PEARL simulated (specviz.parallel.replay) and the serial schedule that runs today.
+"""Benchmark: PEARL run for real (specviz.measure.pearl_real, draft and target in two pinned threads)
+against PEARL simulated (specviz.replay.what_if.replay) and the serial schedule that runs today.
 
 For each gamma, interleaved in one process (the order rotates every repeat, so machine
 noise hits all alike), on the same pair, prompt and budget, greedy:
 
   serial      specviz.speculative(), torch's default thread count (every pass on all cores)
   serial 1t   the same with one intra-op thread (one core per pass, nothing beside it)
-  PEARL       specviz.overlap.pearl_run(): the draft on core 0 and the target on core 1,
+  PEARL       specviz.measure.pearl_real.pearl_run(): the draft on core 0 and the target on core 1,
               one thread each, both at once
 
 and the PEARL replay of each serial run's ranks with costs read off that run
-(``costs.from_trace``): "sim" from the default-thread run, "sim 1t" from the one-thread run,
+(``latency.from_trace``): "sim" from the default-thread run, "sim 1t" from the one-thread run,
 and, unless --no-measured, "sim meas" from measured forward costs (``costs.load_or_measure``
 on a small grid, cached; measured at the default thread count, context 300 tokens). Each cell is
 the median over --repeats runs (tok/s = new tokens / the run's own wall time, prefills in);
@@ -40,11 +40,13 @@ from pathlib import Path
 
 import torch
 
-from specviz import costs, load_pair, speculative
-from specviz.contention import Contention, describe, merged
-from specviz.overlap import pearl_run
-from specviz.parallel import replay, settings_for
-from specviz.trace import RunConfig
+from specviz import load_pair, speculative
+from specviz.measure import forward_costs as costs
+from specviz.measure.pearl_real import pearl_run
+from specviz.record.contention import Contention, describe, merged
+from specviz.record.run_config import RunConfig
+from specviz.replay import latency
+from specviz.replay.what_if import replay, settings_for
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 
@@ -135,8 +137,8 @@ def measured_model(pair, gammas, serial_trace):
     grid = [("target", 1, k) for k in range(1, max(gammas) + 2)] + [("draft", 1, 1)]
     context = min(300, pair.context_length - max(gammas) - 1)
     rows, meta = costs.load_or_measure(pair, context_length=context, grid=grid)
-    ref = costs.from_trace(serial_trace)
-    model = costs.latency_model(rows, ref.draft_prefill_ms, ref.target_prefill_ms, ref.overhead_ms, meta)
+    ref = latency.from_trace(serial_trace)
+    model = latency.latency_model(rows, ref.draft_prefill_ms, ref.target_prefill_ms, ref.overhead_ms, meta)
     return model, meta
 
 
@@ -208,8 +210,8 @@ def main() -> None:
     for g in args.gammas:
         r = runs[g]
         tps = {k: med(t.summary["tokens_per_second"] for t in v) for k, v in r.items()}
-        sim = med(sim_pearl(t, costs.from_trace(t)) for t in r["serial"])
-        sim1 = med(sim_pearl(t, costs.from_trace(t)) for t in r["serial 1t"])
+        sim = med(sim_pearl(t, latency.from_trace(t)) for t in r["serial"])
+        sim1 = med(sim_pearl(t, latency.from_trace(t)) for t in r["serial 1t"])
         simm = med(sim_pearl(t, meas) for t in r["serial"]) if meas else float("nan")
         same = first_difference(r["pearl"][0].output_ids, r["serial"][0].output_ids)
         agree = all(t.output_ids == r["pearl"][0].output_ids for t in r["pearl"])

@@ -2,7 +2,7 @@
 
 The Live page says, while a run's first round reads the prompt, how long that should take
 here: each model's last measured read (tokens, ms) scaled linearly to the new prompt's
-tokens (``specviz.metrics.prefill_estimate_ms``). This script reads the code example once
+tokens (``specviz.analysis.metrics.prefill_estimate_ms``). This script reads the code example once
 (the seed, as a class's first run would), then prompts of growing length, and prints per
 length the estimate from the seed, the measured time of the two prefills, and their ratio.
 A fresh one-round speculative run per prompt; the runs' own engine clock (prefill events).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from specviz import RunConfig, load_pair, speculative
-from specviz.metrics import prefill_estimate_ms, prefill_reads
+from specviz.analysis.metrics import prefill_estimate_ms, prefill_reads
 from specviz.ui.chrome import EXAMPLES
 
 FILLER = ("The committee met on Tuesday to review the budget, the schedule and the open questions from the "

@@ -20,11 +20,12 @@ import argparse
 import os
 import time
 
-from specviz import costs as C
-from specviz import parallel
-from specviz.engine import speculative
-from specviz.models import load_pair
-from specviz.trace import RunConfig
+from specviz.engine.decode import speculative
+from specviz.measure import branch_costs
+from specviz.measure import forward_costs as C
+from specviz.models.pair import load_pair
+from specviz.record.run_config import RunConfig
+from specviz.replay import what_if as parallel
 
 PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, with a docstring.",
@@ -62,12 +63,12 @@ def main() -> None:
         cfg = RunConfig(prompt=PROMPTS[name], gamma=args.gamma, max_new_tokens=args.max_new_tokens,
                         draft_quant="int8" if args.int8 else "none")
         trace = speculative(pair, cfg).run()
-        ctx = parallel.replay_context(trace, pair.context_length)
+        ctx = branch_costs.replay_context(trace, pair.context_length)
         settings = parallel.settings_for(trace, fanout=args.fanout)
         refs = parallel.references(trace)
         need = set().union(*parallel.missing_passes(trace, settings, measured=False).values())
         start = time.perf_counter()
-        ratios = parallel.measure_ratios(pair, trace.config, ctx, need, refs)
+        ratios = branch_costs.measure_ratios(pair, trace.config, ctx, need, refs)
         quick_s = time.perf_counter() - start
         default = parallel.replay(trace, parallel.fill_in(parallel.costs_for(trace, None), trace, ratios), settings)
         grid = C.load_or_measure(pair, context_length=ctx, refresh=args.refresh)

@@ -1,8 +1,8 @@
 """The serial schedule's replay checked against real runs of the engine.
 
 For each prompt and gamma: ``--repeats`` real greedy speculative runs (3 by default), each
-replayed serially (specviz.schedules.serial) with the run's own prefills and bookkeeping
-and this machine's forward-pass costs at the run's mean context (parallel.replay_context),
+replayed serially (specviz.replay.schedules.serial) with the run's own prefills and bookkeeping
+and this machine's forward-pass costs at the run's mean context (branch_costs.replay_context),
 taken two ways:
 
 * **beside** (the check): the passes the run made (the target over each k it read, the
@@ -27,12 +27,14 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from specviz import costs as C
-from specviz import parallel
-from specviz.contention import Contention, describe
-from specviz.engine import speculative
-from specviz.models import load_pair
-from specviz.trace import RunConfig, Trace
+from specviz.engine.decode import speculative
+from specviz.measure import branch_costs
+from specviz.measure import forward_costs as C
+from specviz.models.pair import load_pair
+from specviz.record.contention import Contention, describe
+from specviz.record.run_config import RunConfig
+from specviz.record.run_trace import Trace
+from specviz.replay import what_if as parallel
 
 PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, with a docstring.",
@@ -94,7 +96,7 @@ def main() -> None:
                                                     max_new_tokens=args.max_new_tokens)).run()
                 traces.append(trace)
                 if not points:
-                    ctx, points = parallel.replay_context(trace, pair.context_length), passes_of(trace)
+                    ctx, points = branch_costs.replay_context(trace, pair.context_length), passes_of(trace)
                 samples += C.measure(pair, context_length=ctx, grid=points, repeats=2)
             if ctx not in measured:
                 measured[ctx] = C.load_or_measure(pair, context_length=ctx, refresh=args.refresh)

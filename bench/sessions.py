@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -53,7 +52,7 @@ def result(page) -> tuple[str, float]:
     with page.expect_download() as download:
         page.locator(".st-key-dl_trace button").first.click()
     data = json.loads(Path(download.value.path()).read_text())
-    from specviz.trace import Trace
+    from specviz.record.run_trace import Trace
 
     trace = Trace.from_dict(data)
     return trace.output_text, trace.summary["tokens_per_second"]

@@ -9,11 +9,12 @@ Every sentence is translated at render time (``_``); the formulas are not."""
 import streamlit as st
 
 from specviz import figures as F
-from specviz import inspect as insp
-from specviz import theory, ui
-from specviz.i18n import N_
-from specviz.marks import printable
-from specviz.metrics import fmt_ms
+from specviz import ui
+from specviz.analysis import round_story as insp
+from specviz.analysis import theory
+from specviz.analysis.marks import printable
+from specviz.analysis.metrics import fmt_ms
+from specviz.record.i18n import N_
 from specviz.ui.lang import _, language_switch
 from specviz.ui.pair import loaded_pair
 from specviz.ui.sources import recorded_run, verify_curve

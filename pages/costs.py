@@ -1,18 +1,19 @@
 """Cost curve: what one forward pass costs against the number of new tokens it reads, for
 the draft and the target at batch 1, 4 and 16: the verify-cost curve, measured once per
-pair, device and dtype and cached (``specviz.costs``), and what it does to c and to the
+pair, device and dtype and cached (``specviz.measure.forward_costs``), and what it does to c and to the
 speedup formula."""
 
 import streamlit as st
 
-from specviz import BadInput
-from specviz import costs as C
-from specviz import sweep as S
-from specviz import theory, ui
-from specviz.contention import Contention, describe
-from specviz.drafters import MAX_GAMMA
+from specviz import BadInput, ui
+from specviz.analysis import theory
+from specviz.analysis.metrics import fmt_ms
 from specviz.figures import theory as FT
-from specviz.metrics import fmt_ms
+from specviz.measure import forward_costs as C
+from specviz.measure import sweep as S
+from specviz.record.contention import Contention, describe
+from specviz.record.limits import MAX_GAMMA
+from specviz.replay import latency
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
 
@@ -121,7 +122,7 @@ else:
     head_note.caption(note + " " + how_long)
 
     # --- what the curve feeds: c and the refined formula --------------------------------------
-    curve = C.latency_model(rows, meta=meta)
+    curve = latency.latency_model(rows, meta=meta)
     t1, td = curve.verify(1), curve.draft(1)
     shape = lambda k: curve.verify(k) / t1  # noqa: E731
     alpha = float(ss["costs_alpha"])

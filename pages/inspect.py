@@ -4,13 +4,13 @@ p/q inspector (sampling) or the argmax comparison (greedy) at each position."""
 import streamlit as st
 
 from specviz import figures as F
-from specviz import inspect as insp
 from specviz import ui
+from specviz.analysis import round_story as insp
+from specviz.analysis.marks import printable
+from specviz.analysis.metrics import fmt_ms
 from specviz.figures import inspect as FI
-from specviz.marks import printable
-from specviz.i18n import MILLISECONDS
-from specviz.metrics import fmt_ms
-from specviz.trace import trace_upto
+from specviz.record.i18n import MILLISECONDS
+from specviz.record.run_trace import trace_upto
 from specviz.ui.lang import _, language_switch
 
 ui.page_chrome()

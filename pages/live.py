@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from specviz import server_mode, ui
-from specviz.ui import links
+from specviz import ui
+from specviz.ui import links, server_mode
 from specviz.ui.lang import _, language_switch
 from specviz.ui.state import apply_link, link_problems, share_box, sync_link
 

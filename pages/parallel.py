@@ -3,7 +3,7 @@
 A run times only the passes it made. What a replay needs beyond them (SSD's batched
 branch passes, a verify of another length, the target's one-token pass) is measured when
 the page opens, in seconds, in a background thread that waits its turn for the engine
-(``parallel.QuickCosts``); until it is known, the page shows no number that depends on it."""
+(``branch_costs.QuickCosts``); until it is known, the page shows no number that depends on it."""
 
 import dataclasses
 import functools
@@ -11,13 +11,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz import BadInput, RunConfig, SpecvizError
-from specviz import costs as C
+from specviz import BadInput, RunConfig, SpecvizError, ui
 from specviz import figures as F
-from specviz import parallel, ui
-from specviz.metrics import fmt_ms, fmt_pct
-from specviz.overlap import pearl_run
-from specviz.schedules import FANOUT_MODES
+from specviz.analysis.metrics import fmt_ms, fmt_pct
+from specviz.measure import branch_costs
+from specviz.measure import forward_costs as C
+from specviz.measure.pearl_real import pearl_run
+from specviz.replay import what_if as parallel
+from specviz.replay.schedules import FANOUT_MODES
 from specviz.ui import chrome
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
@@ -33,11 +34,11 @@ ss = st.session_state
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def quick_costs(_pair, pair_id: int, draft_quant: str, draft_vocab: int, ctx: int,
-                refs: tuple) -> parallel.QuickCosts:
+                refs: tuple) -> branch_costs.QuickCosts:
     """One background measurer per loaded pair, run draft, context and reference passes,
     shared by every session and rerun (what it measured stays known)."""
     cfg = RunConfig(draft_quant=draft_quant, draft_vocab=draft_vocab)
-    return parallel.QuickCosts(_pair, cfg, ctx, {ref[0]: ref for ref in refs}, lock=ENGINE_LOCK)
+    return branch_costs.QuickCosts(_pair, cfg, ctx, {ref[0]: ref for ref in refs}, lock=ENGINE_LOCK)
 
 
 @functools.lru_cache(maxsize=16)
@@ -147,8 +148,8 @@ if ss.get("parallel_run") != run_key or "parallel_gamma" not in ss:  # a run ope
     ss["parallel_gamma"], ss["parallel_policy"] = min(cfg.gamma, 16), cfg.policy
 costs, costs_note, measured = ui.schedule_costs(trace)
 pair = ui.loaded_pair()
-same = parallel.same_pair(pair, cfg)
-ctx = parallel.replay_context(trace)
+same = branch_costs.same_pair(pair, cfg)
+ctx = branch_costs.replay_context(trace)
 if not measured and same and pair.target is not None:
     if st.button(_("Measure this machine's costs at {ctx} tokens of context").format(ctx=ctx),
                  key="parallel_measure", icon=":material/timer:",
@@ -184,7 +185,7 @@ if not measured:
     costs = parallel.with_alone(costs, trace, alone_run)
 refs = parallel.references(trace)
 quick = (quick_costs(pair, id(pair), cfg.draft_quant, cfg.draft_vocab, ctx, tuple(sorted(refs.values())))
-         if parallel.same_draft(pair, cfg) else None)
+         if branch_costs.same_draft(pair, cfg) else None)
 
 
 def measurable(point) -> bool:

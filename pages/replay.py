@@ -6,8 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz import BadInput, server_mode, ui
-from specviz.trace_schema import MAX_TRACE_BYTES
+from specviz import BadInput, ui
+from specviz.record.schema import MAX_TRACE_BYTES
+from specviz.ui import server_mode
 from specviz.ui.lang import _, language_switch
 from specviz.ui.pair import env_pair
 from specviz.ui.replay import draft_description

@@ -6,11 +6,12 @@ import os
 
 import streamlit as st
 
-from specviz import server_mode, ui
+from specviz import ui
+from specviz.analysis.metrics import fmt_pct
 from specviz.figures import server as FS
-from specviz.metrics import fmt_pct
-from specviz.prometheus import scrape, spec_decode_rates
-from specviz.remote import RemoteError, normalise_url
+from specviz.models.prometheus import scrape, spec_decode_rates
+from specviz.models.remote import RemoteError, normalise_url
+from specviz.ui import server_mode
 from specviz.ui.lang import _, language_switch
 
 ui.page_chrome()
@@ -58,7 +59,7 @@ def watch() -> None:
         scrapes.append(scrape(url))
     except RemoteError as exc:
         st.error(str(exc), icon=":material/cloud_off:")
-        st.caption(_("Start one with `python -m specviz.vllm_local serve --speculate 4` (README: Bigger models)."))
+        st.caption(_("Start one with `python -m specviz.models.vllm_local serve --speculate 4` (README: Bigger models)."))
         return
     del scrapes[:-KEEP]
     last = scrapes[-1]

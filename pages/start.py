@@ -1,7 +1,7 @@
 """Start here: the guided tour of a first run, in eight steps (specviz.ui.tour)."""
 
-from specviz import server_mode, ui
-from specviz.ui import tour
+from specviz import ui
+from specviz.ui import server_mode, tour
 from specviz.ui.lang import language_switch
 from specviz.ui.pair import env_pair
 

@@ -13,11 +13,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from specviz import RunConfig, SpecvizError, server_mode, ui
-from specviz import sweep as S
-from specviz.contention import describe
+from specviz import RunConfig, SpecvizError, ui
+from specviz.analysis.metrics import fmt_ms
 from specviz.figures.sweep import acceptance_vs_gamma_figure, prompt_label, sweep_figure
-from specviz.metrics import fmt_ms
+from specviz.measure import sweep as S
+from specviz.record.contention import describe
+from specviz.ui import server_mode
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _, language_switch
 

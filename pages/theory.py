@@ -5,9 +5,10 @@ and the user's last Live run marked on the curves. Nothing here runs a model."""
 
 import streamlit as st
 
-from specviz import theory, ui
-from specviz.drafters import MAX_GAMMA
+from specviz import ui
+from specviz.analysis import theory
 from specviz.figures import theory as FT
+from specviz.record.limits import MAX_GAMMA
 from specviz.ui import pair as ui_pair
 from specviz.ui.lang import _, language_switch
 from specviz.ui.sources import verify_curve

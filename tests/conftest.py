@@ -8,8 +8,8 @@ huggingface_hub.
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import os
+import subprocess
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -17,11 +17,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import specviz.drafters  # noqa: E402
-import specviz.engine  # noqa: E402
-import specviz.models  # noqa: E402
+import specviz.engine.decode  # noqa: E402
+import specviz.engine.drafters  # noqa: E402
+import specviz.models.pair  # noqa: E402
 from specviz import RunConfig, autoregressive, load_pair, speculative  # noqa: E402
-from specviz.kv import KVModel  # noqa: E402
+from specviz.models.kv import KVModel  # noqa: E402
 
 
 def stop_process(proc, grace_s: float) -> None:
@@ -118,9 +118,9 @@ def recording_kv():
             return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(specviz.engine, "KVModel", Recorded)
-        mp.setattr(specviz.models, "KVModel", Recorded)  # ModelPair.target_kv
-        mp.setattr(specviz.drafters, "KVModel", Recorded)
+        mp.setattr(specviz.engine.decode, "KVModel", Recorded)
+        mp.setattr(specviz.models.pair, "KVModel", Recorded)  # ModelPair.target_kv
+        mp.setattr(specviz.engine.drafters, "KVModel", Recorded)
         yield rec
 
 

@@ -20,7 +20,7 @@ if ! [ -x /usr/bin/chromium ] || ! [ -d /usr/share/fonts/opentype/noto ]; then
 fi
 # vLLM's CPU build, in a virtual environment of its own (it pins its own torch), for the
 # remote-target tests (tests/test_remote.py): minutes the first time, nothing after.
-"$py" -m specviz.vllm_local install
+"$py" -m specviz.models.vllm_local install
 # No test may reach a model hub: everything runs offline.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec "$py" -m pytest "$@"

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz import Trace
-from specviz.i18n import gettext_for
+from specviz.record.i18n import gettext_for
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -145,7 +145,7 @@ def test_a_change_of_language_keeps_the_run_picked():
 def test_why_acceptance_depends_on_the_text_uses_the_recorded_runs():
     """The rates and the tokens are the shipped traces' own: code's syntax accepted whole, a
     Chinese rejection whose token the target found nearly as likely as its own."""
-    from specviz import inspect as insp
+    from specviz.analysis import round_story as insp
 
     text = _text(_open(ABOUT))
     code = Trace.load(ROOT / "assets" / "traces" / "code-gamma4-greedy.json")

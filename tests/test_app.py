@@ -9,9 +9,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from specviz import ModelError, metrics, ui
-from specviz.drafters import MAX_GAMMA
-from specviz.race import Race
+from specviz import ModelError, ui
+from specviz.analysis import metrics
+from specviz.measure.race import Race
+from specviz.record.limits import MAX_GAMMA
 from specviz.ui import pair as ui_pair
 from specviz.ui import state as ui_state
 from specviz.ui import view as ui_view
@@ -215,7 +216,7 @@ def test_the_status_line_says_how_long_the_prompt_takes_to_read():
 
 
 def test_the_pair_card_says_gguf_weights_were_dequantised(tiny_pair):
-    from specviz.parts import DRAFT, TARGET
+    from specviz.models.default_parts import DRAFT, TARGET
 
     assert ui_pair.gguf_quant(DRAFT.name) == ui_pair.gguf_quant(TARGET.name) == "Q4_K_M"
     d = tiny_pair.describe()
@@ -323,7 +324,7 @@ def test_replay_of_the_live_run_keeps_its_own_race(app):
     captions = " ".join(c.value for c in app.caption)
     assert "No recorded target-alone run matches" not in captions
     assert "Baseline measured just now, right after the speculative run" in captions
-    from specviz.metrics import metric as M
+    from specviz.analysis.metrics import metric as M
     assert metric(app, "Target alone") == M("tokens_per_second").text(state.ar.summary["tokens_per_second"])
 
 
@@ -519,7 +520,7 @@ def test_slow_motion_autoplay_redraws_in_place_without_errors(app):
 
 def test_engine_failure_is_shown_not_raised(app, monkeypatch):
     """An error inside the engine mid-run becomes a message on the page, never a traceback."""
-    from specviz.engine import Decoding
+    from specviz.engine.decode import Decoding
 
     def broken(self):
         raise RuntimeError("the draft model fell over")

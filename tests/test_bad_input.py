@@ -17,13 +17,20 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import make_config
-from specviz import BadInput, ModelError, SpecvizError, autoregressive, load_pair, speculative
-from specviz import parts as parts_mod
-from specviz.models import first_vocab_difference
-from specviz.parts import GgufSpec, Part, assemble, find_parts
-from specviz.tiny import tiny_models, tiny_tokenizer
+
+from specviz import (
+    BadInput,
+    ModelError,
+    SpecvizError,
+    autoregressive,
+    load_pair,
+    speculative,
+)
+from specviz.models import default_parts as parts_mod
+from specviz.models.default_parts import GgufSpec, Part, assemble, find_parts
+from specviz.models.pair import first_vocab_difference
+from specviz.models.tiny_pair import tiny_models, tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -78,7 +85,7 @@ def test_bad_setting(tiny_pair, make, overrides, message):
 
 
 def test_unknown_mode(tiny_pair):
-    from specviz.engine import Decoding
+    from specviz.engine.decode import Decoding
 
     with pytest.raises(BadInput, match="mode must be one of speculative, autoregressive; got 'both'"):
         Decoding(tiny_pair, make_config(mode="both"))

@@ -1,5 +1,5 @@
 """A run timed on a busy machine says so: other processes' CPU time during its timed spans
-(specviz.contention), the arithmetic, the engine's mark, the race's fairness, and the Live
+(specviz.record.contention), the arithmetic, the engine's mark, the race's fairness, and the Live
 page (AppTest; the browser test is in test_busy_browser.py)."""
 
 from __future__ import annotations
@@ -12,14 +12,25 @@ from collections import namedtuple
 from pathlib import Path
 
 import pytest
+from conftest import make_config, run_sd
 from streamlit.testing.v1 import AppTest
 
-from conftest import make_config, run_sd
-from specviz import Trace, contention, speculative
-from specviz.contention import (OTHER_PROCESSES, Contention, CpuMeter, CpuSample, busy_seconds, cpu_share,
-                                describe, is_busy, merged, other_seconds, own_seconds, resolution_s, served_here)
-from specviz.i18n import gettext_for
-from specviz.race import Race, same_load
+from specviz import Trace, speculative
+from specviz.measure.race import Race, same_load
+from specviz.models import busy
+from specviz.models.busy import (
+    CpuMeter,
+    CpuSample,
+    busy_seconds,
+    cpu_share,
+    is_busy,
+    other_seconds,
+    own_seconds,
+    resolution_s,
+    served_here,
+)
+from specviz.record.contention import OTHER_PROCESSES, Contention, describe, merged
+from specviz.record.i18n import gettext_for
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 BUSY_S = 60  # a busy loop ends by itself after this long, whatever happens to the test
@@ -65,10 +76,10 @@ def test_the_mark_needs_the_threshold_and_more_than_the_counters_resolution():
 def test_a_meters_entry_and_how_it_reads():
     meter = CpuMeter()
     meter.other_s, meter.wall_s, meter.spans = 2.434, 2.0, 10  # 1.22 cores: over BUSY_CORES
-    assert contention.entries(["measuring forward-pass costs"], meter) == [
+    assert busy.entries(["measuring forward-pass costs"], meter) == [
         Contention("measuring forward-pass costs"), Contention(OTHER_PROCESSES, 1.22)]
     meter.other_s = 0.1
-    assert contention.entries([], meter) == []
+    assert busy.entries([], meter) == []
     found = [Contention("loading the tiny pair (float32)"), Contention(OTHER_PROCESSES, 0.92)]
     assert describe(found) == "loading the tiny pair (float32); other programs (0.9 cores)"
     assert describe(found, ZH) != describe(found) and "0.9" in describe(found, ZH)
@@ -96,7 +107,7 @@ def test_same_load_compares_the_jobs_and_the_shares():
 
 
 def test_the_cli_says_when_a_race_is_not_fair():
-    from specviz.cli import _contention_note, _unfair_note
+    from specviz.cli.commands import _contention_note, _unfair_note
 
     quiet = Trace(config=make_config())
     busy = Trace(config=make_config(), contention=[Contention(OTHER_PROCESSES, 1.2)])
@@ -166,7 +177,7 @@ def other_share_now(seconds: float = 1.0) -> float:
 def quiet_machine():
     """Skip when other programs already take cores: the machine is shared (other test runs)."""
     share = other_share_now()
-    if share >= contention.BUSY_CORES / 2:
+    if share >= busy.BUSY_CORES / 2:
         pytest.skip(f"the machine is busy: other processes take {share:.2f} cores (load {os.getloadavg()})")
 
 
@@ -182,7 +193,7 @@ def test_a_run_beside_two_busy_loops_is_marked(tiny_pair):
     with busy_loops(2):
         trace = run_sd(tiny_pair, **LONG)
     (entry,) = others(trace)
-    assert entry.cpu_share >= contention.BUSY_CORES, trace.contention
+    assert entry.cpu_share >= busy.BUSY_CORES, trace.contention
     assert trace.to_dict()["contention"][-1] == {"label": OTHER_PROCESSES, "cpu_share": entry.cpu_share}
 
 
@@ -208,13 +219,13 @@ def test_the_meter_counts_the_timed_spans_only(tiny_pair, monkeypatch):
     """A round held for 3 s (a Step click awaited) adds nothing to the time the meter judges by,
     on any machine: its wall time is the clock's, plus the short display work inside ``off``."""
     meters = []
-    real = contention.CpuMeter.__init__
+    real = busy.CpuMeter.__init__
 
     def init(self):
         real(self)
         meters.append(self)
 
-    monkeypatch.setattr(contention.CpuMeter, "__init__", init)
+    monkeypatch.setattr(busy.CpuMeter, "__init__", init)
     dec = speculative(tiny_pair, make_config(prompt="Hello world", gamma=4, max_new_tokens=40))
     next(dec)
     time.sleep(3.0)

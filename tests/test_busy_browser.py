@@ -1,13 +1,18 @@
 """In Chromium, on the tiny pair: a run timed beside busy programs says so beside its numbers,
-and a run with only the browser itself beside it does not (specviz.contention.BUSY_CORES sits
+and a run with only the browser itself beside it does not (specviz.models.busy.BUSY_CORES sits
 above what Chromium showing the Live page costs)."""
 
 from __future__ import annotations
 
 import pytest
-
 from test_browser import (  # noqa: F401  (server and browser are fixtures)
-    _no_exceptions, _open, _run_to_done, _shot, browser, expect, server,
+    _no_exceptions,
+    _open,
+    _run_to_done,
+    _shot,
+    browser,
+    expect,
+    server,
 )
 from test_busy import busy_loops, needs_fork, quiet_machine  # noqa: F401  (quiet_machine is a fixture)
 

@@ -8,8 +8,9 @@ import unicodedata
 
 import pytest
 
-from specviz import cli
-from specviz.trace import SUMMARY_KEYS, Round, Trace
+from specviz.cli import commands as cli
+from specviz.record.run_config import SUMMARY_KEYS
+from specviz.record.run_trace import Round, Trace
 
 TINY = ["--pair", "tiny", "--dtype", "float32", "--device", "cpu"]
 
@@ -89,7 +90,7 @@ def test_control_characters_never_reach_the_terminal(color):
 
 
 def test_summary_prints_each_metric_through_its_formatter():
-    from specviz import metrics
+    from specviz.analysis import metrics
 
     summary = {"new_tokens": 24, "rounds": 7, "wall_ms": 1234.5, "tokens_per_second": 19.44,
                "acceptance_rate": 0.456, "cost_ratio_c": None}

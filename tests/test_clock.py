@@ -9,11 +9,12 @@ import threading
 import time
 
 import pytest
-
-import specviz.text
 from conftest import make_config, run_sd
-from specviz import contention, speculative
-from specviz.text import RunText
+
+import specviz.engine.detokenize
+from specviz import speculative
+from specviz.engine.detokenize import RunText
+from specviz.models import busy
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 SLOW_S = 0.05
@@ -36,7 +37,7 @@ def test_slow_text_work_does_not_move_the_timings(tiny_pair, monkeypatch):
     base = [_per_round(run_sd(tiny_pair, **kw)) for _ in range(3)]
 
     calls = []
-    real_steps, real_decode = specviz.text._steps, tiny_pair.tokenizer.decode
+    real_steps, real_decode = specviz.engine.detokenize._steps, tiny_pair.tokenizer.decode
 
     def slow_steps(*args):
         calls.append(1)
@@ -48,7 +49,7 @@ def test_slow_text_work_does_not_move_the_timings(tiny_pair, monkeypatch):
         time.sleep(SLOW_S)
         return real_decode(*args, **kwargs)
 
-    monkeypatch.setattr(specviz.text, "_steps", slow_steps)
+    monkeypatch.setattr(specviz.engine.detokenize, "_steps", slow_steps)
     monkeypatch.setattr(tiny_pair.tokenizer, "decode", slow_decode)
     slow_wall_start = time.perf_counter()
     slow = [run_sd(tiny_pair, **kw) for _ in range(3)]
@@ -68,13 +69,13 @@ def test_slow_text_work_does_not_move_the_timings(tiny_pair, monkeypatch):
 
 
 def test_the_sample_event_holds_only_the_acceptance_rule(tiny_pair, monkeypatch):
-    real_steps = specviz.text._steps
+    real_steps = specviz.engine.detokenize._steps
 
     def slow_steps(*args):
         time.sleep(SLOW_S)
         return real_steps(*args)
 
-    monkeypatch.setattr(specviz.text, "_steps", slow_steps)
+    monkeypatch.setattr(specviz.engine.detokenize, "_steps", slow_steps)
     trace = run_sd(tiny_pair, prompt="Hello world", gamma=3, max_new_tokens=12)
     samples = [e for e in trace.events if e.kind == "sample"]
     assert samples and max(e.duration_ms for e in samples) < SLOW_S * 1000 / 2
@@ -118,7 +119,7 @@ def test_a_load_in_another_thread_marks_the_run(tiny_pair):
     started, release = threading.Event(), threading.Event()
 
     def load():
-        with contention.heavy("loading the default pair (bfloat16)"):
+        with busy.heavy("loading the default pair (bfloat16)"):
             started.set()
             release.wait(10)
 
@@ -134,7 +135,7 @@ def test_a_load_in_another_thread_marks_the_run(tiny_pair):
 
 
 def test_a_quiet_run_is_not_marked_and_own_thread_work_does_not_count(tiny_pair):
-    with contention.heavy("this thread's own load"):
+    with busy.heavy("this thread's own load"):
         pass
     assert jobs(run_sd(tiny_pair, prompt="Hello world", gamma=3, max_new_tokens=8)) == []
 
@@ -145,7 +146,7 @@ def test_a_load_while_the_run_is_paused_does_not_mark_it(tiny_pair):
     next(dec)
 
     def load():
-        with contention.heavy("a load between rounds"):
+        with busy.heavy("a load between rounds"):
             time.sleep(0.05)
 
     worker = threading.Thread(target=load)

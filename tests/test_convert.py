@@ -11,8 +11,9 @@ import gguf
 import numpy as np
 import pytest
 
-from specviz import convert, models
-from specviz.errors import ModelError
+from specviz.models import gguf_convert as convert
+from specviz.models import pair as models
+from specviz.record.errors import ModelError
 
 
 def _small_gguf(path: Path) -> Path:
@@ -69,7 +70,7 @@ def _fake_converter(calls, meeting=None):
         if meeting is not None:
             meeting.wait(timeout=10)  # both conversions must be under way at once to pass
         out.mkdir(parents=True)
-        (out / "specviz.json").write_text(f'{{"format": {models.CACHE_FORMAT}}}')
+        (out / "specviz.json").write_text(f'{{"format": {convert.CACHE_FORMAT}}}')
     return fake
 
 
@@ -90,7 +91,7 @@ def test_the_pair_converts_at_once_and_progress_reaches_the_callers_thread(two_g
 def test_without_the_memory_the_pair_converts_one_after_the_other(two_ggufs, monkeypatch):
     calls = []
     monkeypatch.setattr(convert, "parallel_ok", lambda: False)
-    monkeypatch.setattr(models, "_convert_gguf", _fake_converter(calls))
+    monkeypatch.setattr(convert, "convert_gguf", _fake_converter(calls))
     monkeypatch.setattr(convert, "in_subprocess", lambda *a, **k: pytest.fail("no child process"))
     models._materialize_pair(str(two_ggufs[0]), str(two_ggufs[1]), lambda m, f: None, "bfloat16")
     assert calls == [("d.gguf", threading.current_thread().name), ("t.gguf", threading.current_thread().name)]

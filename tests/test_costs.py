@@ -1,4 +1,4 @@
-"""specviz.costs: measuring forward passes, the latency model built from them, and the
+"""specviz.measure.forward_costs: measuring forward passes, the latency model built from them, and the
 cache of measurements. On the tiny pair only (fp32, CPU, one thread): a few seconds."""
 
 from __future__ import annotations
@@ -9,24 +9,22 @@ from pathlib import Path
 import pytest
 import torch
 
-import specviz.costs as costs
+import specviz.measure.forward_costs as costs
 from specviz import BadInput, RunConfig, load_pair, speculative
-from specviz.costs import (
+from specviz.measure.forward_costs import (
     CURVE_GRID,
     LATENCY_GRID,
-    LatencyModel,
     batch_cache,
     cache_file_name,
     context_ids,
     fill_cache,
-    from_trace,
     grid_name,
-    latency_model,
     load_or_measure,
     measure,
     safe_name,
     timed_pass,
 )
+from specviz.replay.latency import LatencyModel, from_trace, latency_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -189,10 +187,10 @@ def test_measuring_is_marked_as_heavy_work(pair, monkeypatch):
     real = costs.timed_pass
 
     def spy(*args, **kwargs):
-        from specviz import contention
+        from specviz.models import busy
 
-        with contention._lock:
-            labels.extend(j.label for j in contention._jobs.values() if j.end_ns is None)
+        with busy._lock:
+            labels.extend(j.label for j in busy._jobs.values() if j.end_ns is None)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(costs, "timed_pass", spy)

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from specviz import cli
-from specviz.models import cache_dir, load_pair
-from specviz.parts import DRAFT, TARGET
+from specviz.cli import commands as cli
+from specviz.models.default_parts import DRAFT, TARGET
+from specviz.models.pair import cache_dir, load_pair
 
 pytestmark = pytest.mark.default_pair
 

@@ -13,14 +13,14 @@ from collections import Counter
 
 import pytest
 import torch
-
 from conftest import make_config, run_ar, run_sd
-from specviz import BadInput, speculative
-from specviz.acceptance import Sampling
-from specviz.draft_head import kept_ids
-from specviz.kv import KVModel
-from specviz.validate import encode_prompt
 from test_sampling import P_MIN, chi2_fit, exact_first_two
+
+from specviz import BadInput, speculative
+from specviz.engine.acceptance import Sampling
+from specviz.models.draft_head import kept_ids
+from specviz.models.kv import KVModel
+from specviz.record.validate import encode_prompt
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

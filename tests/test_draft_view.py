@@ -5,10 +5,10 @@ candidates. Serial speculative decoding accepts position j exactly when rank j i
 from __future__ import annotations
 
 import pytest
-
 from conftest import run_ar, run_sd
+
 from specviz import Trace
-from specviz.engine import TOP_F, teacher_forced_view
+from specviz.engine.decode import TOP_F, teacher_forced_view
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -80,7 +80,7 @@ def test_ties_rank_as_argmax_breaks_them():
     """bf16 rows often hold exact ties: the lower id wins, as argmax picks it."""
     import torch
 
-    from specviz.engine import draft_view
+    from specviz.engine.decode import draft_view
 
     q = torch.tensor([[0.1, 0.4, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]])
     ranks, top = draft_view(q, [2, 0])

@@ -17,11 +17,23 @@ import re
 from pathlib import Path
 
 import pytest
-
-from specviz import Trace, exports
 from test_browser import (  # noqa: F401  (server and browser are fixtures)
-    ARTIFACTS, ROOT, _button, _choose, _no_exceptions, _open, _shot, _status, _wait_for_run, browser, expect, server,
+    ARTIFACTS,
+    ROOT,
+    _button,
+    _choose,
+    _no_exceptions,
+    _open,
+    _shot,
+    _status,
+    _wait_for_run,
+    browser,
+    expect,
+    server,
 )
+
+from specviz import Trace
+from specviz.figures import exports
 
 pytestmark = pytest.mark.browser
 

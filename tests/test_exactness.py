@@ -14,13 +14,13 @@ from __future__ import annotations
 import string
 
 import pytest
+from conftest import make_config, recording_kv, run_ar, run_sd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import specviz.drafters
-from conftest import make_config, recording_kv, run_ar, run_sd
+import specviz.engine.drafters
 from specviz import autoregressive, speculative
-from specviz.drafters import ModelDrafter
+from specviz.engine.drafters import ModelDrafter
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -255,7 +255,7 @@ def test_eos_inside_a_block_when_the_drafter_runs_past_it(tiny_pair, kv_recorder
     index, j, eos = first_fresh_mid_block_token(base)
     original = base.rounds[index]
 
-    monkeypatch.setitem(specviz.drafters.DRAFTERS, "model", Unstoppable)
+    monkeypatch.setitem(specviz.engine.drafters.DRAFTERS, "model", Unstoppable)
     sd = drive(tiny_pair, with_extra_eos(tiny_pair, speculative, make_config(**kw), eos), kv_recorder)
 
     assert sd.stop_reason == "eos"

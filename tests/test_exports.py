@@ -1,4 +1,4 @@
-"""specviz.exports: a trace as JSON, a figure as an offline HTML page and as a PNG (Kaleido on
+"""specviz.figures.exports: a trace as JSON, a figure as an offline HTML page and as a PNG (Kaleido on
 the installed Chromium, never a downloaded one), and the app's markdown helpers that keep
 model text literal.
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz import Trace, exports
+from specviz import Trace
 from specviz import figures as F
-from specviz.i18n import translate_known
+from specviz.figures import exports
+from specviz.record.i18n import translate_known
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "assets" / "traces" / "code-gamma4-greedy.json"

@@ -10,9 +10,9 @@ import pytest
 
 from specviz import RunConfig, autoregressive, speculative
 from specviz import figures as F
-from specviz.contention import Contention
-from specviz.metrics import position_counts
-from specviz.trace import Event, Round, Trace, rounds_text, summarize, trace_at, trace_upto
+from specviz.analysis.metrics import position_counts
+from specviz.record.contention import Contention
+from specviz.record.run_trace import Event, Round, Trace, rounds_text, summarize, trace_at, trace_upto
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 
@@ -296,7 +296,7 @@ def test_history_row(sd, ar):
 
 
 def test_history_table_shows_each_number_through_its_metric(sd, ar):
-    from specviz import metrics
+    from specviz.analysis import metrics
 
     sd = dataclasses.replace(sd, contention=[])  # as on a quiet machine (this one is shared)
     rows = [F.history_row(sd, 1, "Code"), F.history_row(sd, 2, "Prose", ar, 0.98499, False, "measured", True)]
@@ -399,8 +399,8 @@ def test_exported_timeline_title_escapes_the_pair():
 
 
 def test_inspector_bars_escape_token_text():
+    from specviz.analysis.round_story import Candidate, Position
     from specviz.figures import inspect as FI
-    from specviz.inspect import Candidate, Position
 
     cands = [Candidate(1, "<b>", 0.5, 0.4), Candidate(2, "<br>", 0.2, 0.5), Candidate(3, "a&b", 0.1, 0.05)]
     pos = Position(index=0, greedy=True, verdict="rejected", token=1, text="<b>", q=0.5, p=0.4,
@@ -412,8 +412,8 @@ def test_inspector_bars_escape_token_text():
 
 
 def test_sweep_legend_escapes_prompts():
-    from specviz import sweep as S
     from specviz.figures.sweep import acceptance_vs_gamma_figure, sweep_figure
+    from specviz.measure import sweep as S
 
     prompt = "<b>x</b> [click](http://example.com)"
 

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specviz import BadInput, RunConfig, autoregressive, speculative
-from specviz.trace import RunConfig as TraceConfig
+from specviz.record.run_config import RunConfig as TraceConfig
+from specviz.record.validate import check
 from specviz.ui import links
 from specviz.ui.chrome import EXAMPLES
-from specviz.validate import check
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -94,6 +94,6 @@ def test_any_share_link_gives_usable_values_or_named_problems(query):
     settings_only = {k: v for k, v in values.items() if k in {f.name for f in TraceConfig.__dataclass_fields__.values()}}
     cfg = RunConfig(**settings_only)
     if cfg.prompt.strip():
-        from specviz.validate import check_settings
+        from specviz.record.validate import check_settings
 
         check_settings(cfg)  # what a link sets, the engine accepts

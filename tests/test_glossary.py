@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 from babel.messages.pofile import read_po
 
-from specviz.i18n import MILLISECONDS, SECONDS, catalog_path, gettext_for, in_units
-from specviz.metrics import fmt_ms
+from specviz.analysis.metrics import fmt_ms
+from specviz.record.i18n import (
+    MILLISECONDS,
+    SECONDS,
+    catalog_path,
+    gettext_for,
+    in_units,
+)
 
 GLOSSARY = Path(__file__).resolve().parent.parent / "docs" / "glossary.md"
 COLUMNS = ("English", "中文", "Also accepted", "Forbidden", "Not this term", "Note")

@@ -4,17 +4,16 @@ with no empty or fuzzy translation, and each translation keeps its placeholders.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 from babel.messages.extract import extract, extract_from_dir
 from babel.messages.pofile import read_po
 
-from specviz.i18n import catalog_path, gettext_for, match
+from specviz.record.i18n import catalog_path, gettext_for, match
 
 ROOT = Path(__file__).resolve().parent.parent
-KEYWORDS = {"_": None, "N_": None}  # as in specviz/i18n.py's pybabel extract -k _ -k N_
+KEYWORDS = {"_": None, "N_": None}  # as in specviz/record/i18n.py's pybabel extract -k _ -k N_
 
 
 def _extracted() -> set[str]:
@@ -55,7 +54,7 @@ def test_translations_keep_their_placeholders():
 
 def test_library_text_is_marked_not_translated():
     """N_ marks text for extraction and returns it as it is: the CLI stays English."""
-    from specviz.i18n import N_
+    from specviz.record.i18n import N_
 
     assert N_("Tokens / s") == "Tokens / s"
     assert "Tokens / s" in _extracted() and "Draft pass" in _extracted() and "Live" in _extracted()

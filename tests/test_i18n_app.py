@@ -27,9 +27,9 @@ from babel.messages.pofile import read_po
 from streamlit.testing.v1 import AppTest
 
 from specviz import BadInput, RunConfig
-from specviz.compare import compare
-from specviz.i18n import N_, catalog_path, gettext_for, translate_known
-from specviz.trace import Round, Trace
+from specviz.analysis.compare import compare
+from specviz.record.i18n import N_, catalog_path, gettext_for, translate_known
+from specviz.record.run_trace import Round, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -203,7 +203,7 @@ def _matches(message: str, templates) -> bool:
 
 
 def _refusal(**overrides) -> str:
-    from specviz.validate import check_settings
+    from specviz.record.validate import check_settings
 
     with pytest.raises(BadInput) as exc:
         check_settings(RunConfig(**{"prompt": "hi", **overrides}))
@@ -211,9 +211,9 @@ def _refusal(**overrides) -> str:
 
 
 def test_the_engines_refusals_have_templates(tiny_pair):
-    from specviz.models import ModelPair
+    from specviz.models.pair import ModelPair
+    from specviz.record.validate import check
     from specviz.ui.state import BAD_INPUT_TEMPLATES
-    from specviz.validate import check
 
     refusals = [_refusal(prompt="  "), _refusal(gamma=0), _refusal(max_new_tokens=0), _refusal(seed=-1),
                 _refusal(temperature=-1.0), _refusal(temperature=101.0), _refusal(top_p=0.0)]
@@ -232,8 +232,8 @@ def test_the_engines_refusals_have_templates(tiny_pair):
 
 
 def test_the_races_reasons_and_the_loaders_steps_have_templates():
-    from specviz.race import Baseline, why_not_reuse
-    from specviz.contention import JOBS
+    from specviz.measure.race import Baseline, why_not_reuse
+    from specviz.record.contention import JOBS
     from specviz.ui.pair import LOAD_MESSAGES
     from specviz.ui.view import NOT_REUSED
 

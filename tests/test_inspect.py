@@ -4,7 +4,7 @@
   residual at a rejection); greedy runs keep the rows and no draws; the seeded output is the
   same as before the draws were recorded (the rule below is the old one, verbatim);
 * the recorded u decides exactly as min(1, p/q) says;
-* specviz.inspect reads a round (and a trace recorded before these fields) for the page;
+* specviz.analysis.round_story reads a round (and a trace recorded before these fields) for the page;
 * the figures; the page through AppTest on the tiny pair: Next steps through all six steps
   of a real round, naming its tokens and milliseconds; the p/q chart for a sampling run.
 """
@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_sd
 from streamlit.testing.v1 import AppTest
 
-import specviz.engine
-from conftest import run_sd
-from specviz import Trace, inspect
-from specviz.acceptance import Acceptance, sampling_accept, top_tokens
-from specviz.engine import TOP_K
+import specviz.engine.decode
+from specviz import Trace
+from specviz.analysis import round_story as inspect
+from specviz.analysis.marks import printable
+from specviz.analysis.metrics import fmt_ms
+from specviz.engine.acceptance import Acceptance, sampling_accept, top_tokens
+from specviz.engine.decode import TOP_K
 from specviz.figures import inspect as FI
-from specviz.marks import printable
-from specviz.metrics import fmt_ms
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -99,7 +100,7 @@ def test_the_seeded_output_is_unchanged(tiny_pair, monkeypatch):
         for seed in (0, 3):
             new = run_sd(tiny_pair, seed=seed, drafter=drafter, **SAMPLING)
             with monkeypatch.context() as m:
-                m.setattr(specviz.engine, "sampling_accept", lambda *a: Acceptance(*old_sampling_accept(*a)))
+                m.setattr(specviz.engine.decode, "sampling_accept", lambda *a: Acceptance(*old_sampling_accept(*a)))
                 old = run_sd(tiny_pair, seed=seed, drafter=drafter, **SAMPLING)
             assert new.output_ids == old.output_ids, (drafter, seed)
             assert [r.accepted for r in new.rounds] == [r.accepted for r in old.rounds]
@@ -126,14 +127,14 @@ def test_top_tokens_break_ties_as_argmax():
 def rows_seen(tiny_pair):
     """A sampling run, with the exact p and q rows record_candidates saw for each round."""
     seen = []
-    real = specviz.engine.record_candidates
+    real = specviz.engine.decode.record_candidates
 
     def spy(rnd, prop, verdict, p, text):
         seen.append((None if prop.q_rows is None else prop.q_rows.clone(), p.clone()))
         return real(rnd, prop, verdict, p, text)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(specviz.engine, "record_candidates", spy)
+        m.setattr(specviz.engine.decode, "record_candidates", spy)
         trace = run_sd(tiny_pair, seed=1, **SAMPLING)
     return trace, seen
 
@@ -217,13 +218,13 @@ def test_the_record_stays_off_the_clock(tiny_pair, monkeypatch):
 
     kw = dict(seed=2, **SAMPLING)
     base = run_sd(tiny_pair, **kw)
-    real = specviz.engine.record_candidates
+    real = specviz.engine.decode.record_candidates
 
     def slow(*a):
         time.sleep(0.03)
         return real(*a)
 
-    monkeypatch.setattr(specviz.engine, "record_candidates", slow)
+    monkeypatch.setattr(specviz.engine.decode, "record_candidates", slow)
     slowed = run_sd(tiny_pair, **kw)
     assert slowed.output_ids == base.output_ids
     # on the clock the sleeps would add 30 ms of overhead (time in no forward pass) per round
@@ -284,7 +285,7 @@ def test_a_version_1_trace_migrates(tmp_path):
     assert trace.rounds[0].draft_probs and trace.rounds[0].candidates == []
 
 
-# --- specviz.inspect and the figures ------------------------------------------------------------------
+# --- specviz.analysis.round_story and the figures ------------------------------------------------------------------
 
 
 def test_story_names_the_rounds_passes(rows_seen):

@@ -7,9 +7,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from specviz.drafters import MAX_GAMMA
+from specviz.record.limits import MAX_GAMMA, MAX_NEW_TOKENS
 from specviz.ui import links
-from specviz.validate import MAX_NEW_TOKENS
 
 EXAMPLES = {
     "Code": "Write a Python function is_prime(n).",
@@ -155,7 +154,7 @@ def test_without_the_pairs_heads_any_whole_draft_vocab_passes_the_engines_check(
 def test_every_reason_has_a_translation_template():
     """The page shows each reason in its language: each is one of the templates the page
     translates (links.TEMPLATES, or the engine's refusals it already knows)."""
-    from specviz.i18n import template_pattern
+    from specviz.record.i18n import template_pattern
     from specviz.ui.state import LINK_REASONS
 
     for param, value, _reason in BAD:
@@ -221,7 +220,7 @@ def test_links_and_server_mode_import_no_streamlit():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent / "specviz"
-    for path in (root / "ui" / "links.py", root / "server_mode.py"):
+    for path in (root / "ui" / "links.py", root / "ui" / "server_mode.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]

@@ -1,7 +1,7 @@
 """Many users, one server: 8 browser sessions (Playwright contexts in one Chromium) run a
 generation each on the tiny pair at the same time, on loopback only.
 
-All sessions share one loaded pair, and forward passes take turns (specviz.engine_queue).
+All sessions share one loaded pair, and forward passes take turns (specviz.engine.turns).
 Every run must complete, every output must equal the same run's single-user output, and
 the longest wait is measured and printed: each session's time from Run to done under
 load, against the same run alone. Bounded in count (8 sessions) and time (the run timeout).
@@ -12,13 +12,20 @@ from __future__ import annotations
 import time
 
 import pytest
+from test_browser import (  # noqa: F401  (server and browser are fixtures)
+    RUN_TIMEOUT_MS,
+    _button,
+    _no_exceptions,
+    _open,
+    _wait_for_run,
+    browser,
+    expect,
+    server,
+)
 
 from specviz import RunConfig, speculative
-from specviz.models import load_pair
+from specviz.models.pair import load_pair
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
-from test_browser import (  # noqa: F401  (server and browser are fixtures)
-    RUN_TIMEOUT_MS, _button, _no_exceptions, _open, _wait_for_run, browser, expect, server,
-)
 
 pytestmark = pytest.mark.browser
 SESSIONS = 8

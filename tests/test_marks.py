@@ -1,4 +1,4 @@
-"""specviz.marks: one model of a round's marked tokens, rendered alike as HTML (app) and ANSI (CLI)."""
+"""specviz.analysis.marks: one model of a round's marked tokens, rendered alike as HTML (app) and ANSI (CLI)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,17 @@ import re
 
 import pytest
 
-from specviz import cli
 from specviz import figures as F
-from specviz.marks import KINDS, Span, printable, printable_parts, round_spans, target_label
-from specviz.trace import Round
+from specviz.analysis.marks import (
+    KINDS,
+    Span,
+    printable,
+    printable_parts,
+    round_spans,
+    target_label,
+)
+from specviz.cli import commands as cli
+from specviz.record.run_trace import Round
 
 
 def _round(proposed="abc", accepted=1, correction="X", emitted=None, bonus=None, index=0) -> Round:

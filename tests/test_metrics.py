@@ -1,4 +1,4 @@
-"""specviz.metrics: one table of metrics, one formatter each, used by the CLI, the Live stats and the history."""
+"""specviz.analysis.metrics: one table of metrics, one formatter each, used by the CLI, the Live stats and the history."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from specviz import cli, metrics, theory
 from specviz import figures as F
-from specviz.i18n import gettext_for
-from specviz.trace import SUMMARY_KEYS, Event, Round, RunConfig, Trace
+from specviz.analysis import metrics, theory
+from specviz.cli import commands as cli
+from specviz.record.i18n import gettext_for
+from specviz.record.run_config import SUMMARY_KEYS, RunConfig
+from specviz.record.run_trace import Event, Round, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz import models
+from specviz.models import gguf_convert as convert
+from specviz.models import pair as models
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def conversions(monkeypatch):
         _write(out, 500)
         return out
 
-    monkeypatch.setattr(models, "_convert_gguf", fake_convert)
+    monkeypatch.setattr(convert, "convert_gguf", fake_convert)
     monkeypatch.setattr(models, "cast_cache", fake_cast)
     return done
 
@@ -40,7 +41,7 @@ def conversions(monkeypatch):
 def _write(out: Path, size: int) -> None:
     out.mkdir(parents=True)
     (out / "model.safetensors").write_bytes(b"\0" * size)
-    (out / "specviz.json").write_text(json.dumps({"format": models.CACHE_FORMAT}))
+    (out / "specviz.json").write_text(json.dumps({"format": convert.CACHE_FORMAT}))
 
 
 def _gguf(tmp_path: Path) -> Path:

@@ -14,11 +14,21 @@ import re
 
 import pytest
 from test_browser import (  # noqa: F401  (server and browser are fixtures)
-    ARTIFACTS, RUN_TIMEOUT_MS, VIEWPORT, _button, _no_exceptions, _shot, _status, _wait_for_pair,
-    _wait_for_run, browser, expect, server,
+    ARTIFACTS,
+    RUN_TIMEOUT_MS,
+    VIEWPORT,
+    _button,
+    _no_exceptions,
+    _shot,
+    _status,
+    _wait_for_pair,
+    _wait_for_run,
+    browser,
+    expect,
+    server,
 )
 
-from specviz.i18n import gettext_for
+from specviz.record.i18n import gettext_for
 from specviz.ui import tour
 from specviz.ui.chrome import NAV, PAGES
 

@@ -1,8 +1,8 @@
-"""The real overlapped PEARL run (specviz/overlap.py) on the tiny fp32 pair:
+"""The real overlapped PEARL run (specviz/measure/pearl_real.py) on the tiny fp32 pair:
 
 * its output is the target's own greedy output, token for token, for several prompts and
   gammas, and it stops at EOS and at the budget as the engine does;
-* its rounds are the ones ``specviz.schedules.pearl`` replays from a serial run of the same
+* its rounds are the ones ``specviz.replay.schedules.pearl`` replays from a serial run of the same
   config (same number of rounds, same accepted count and emitted tokens per round);
 * its events keep to one clock: a lane never overlaps itself, and the draft and target
   lanes do run at once;
@@ -18,15 +18,15 @@ import threading
 
 import pytest
 import torch
-
-import specviz.overlap
 from conftest import make_config, run_ar, run_sd
-from specviz import schedules
-from specviz.costs import LatencyModel
-from specviz.errors import BadInput
-from specviz.overlap import pearl_run
-from specviz.parallel import settings_for
-from specviz.trace import FORWARD_KINDS
+
+import specviz.measure.pearl_real
+from specviz.measure.pearl_real import pearl_run
+from specviz.record.errors import BadInput
+from specviz.record.run_config import FORWARD_KINDS
+from specviz.replay import schedules
+from specviz.replay.latency import LatencyModel
+from specviz.replay.what_if import settings_for
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -140,7 +140,7 @@ def test_threads_are_gone_and_thread_count_restored(tiny_pair):
 def test_threads_are_gone_when_the_run_raises(tiny_pair, monkeypatch):
     before = set(threading.enumerate())
     calls = []
-    real_verify = specviz.overlap.verify
+    real_verify = specviz.measure.pearl_real.verify
 
     def failing(*args, **kwargs):
         calls.append(1)
@@ -148,7 +148,7 @@ def test_threads_are_gone_when_the_run_raises(tiny_pair, monkeypatch):
             raise RuntimeError("the target failed")
         return real_verify(*args, **kwargs)
 
-    monkeypatch.setattr(specviz.overlap, "verify", failing)
+    monkeypatch.setattr(specviz.measure.pearl_real, "verify", failing)
     torch.set_num_threads(2)
     try:
         with pytest.raises(RuntimeError, match="the target failed"):

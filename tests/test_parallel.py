@@ -1,4 +1,4 @@
-"""specviz.parallel: a real run replayed under every schedule, and the serial replay
+"""specviz.replay.what_if: a real run replayed under every schedule, and the serial replay
 checked against the run itself (rounds exactly, wall time within the tolerance)."""
 
 from __future__ import annotations
@@ -8,9 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_ar, run_sd
-from specviz import BadInput, costs, parallel
+
+from specviz import BadInput
+from specviz.measure import branch_costs
+from specviz.measure import forward_costs as costs
+from specviz.replay import latency
+from specviz.replay import what_if as parallel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,13 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 ])
 def test_the_serial_replay_is_the_run(tiny_pair, kw):
     trace = run_sd(tiny_pair, prompt="Hello world", max_new_tokens=48, **kw)
-    check = parallel.check_serial(trace, costs.from_trace(trace))
+    check = parallel.check_serial(trace, latency.from_trace(trace))
     assert check.rounds_match and check.sim_rounds == check.real_rounds == len(trace.rounds)
     # the costs are the run's own means (one- and two-token draft passes apart): the replay
     # adds them up to the run's wall time
     assert check.ok and abs(check.wall_error) < 0.01, check.to_dict()
     # with the run's own blocks the replay proposes the very same tokens, wrong ones included
-    sim = parallel.replay(trace, costs.from_trace(trace), parallel.settings_for(trace))["serial"]
+    sim = parallel.replay(trace, latency.from_trace(trace), parallel.settings_for(trace))["serial"]
     assert [r.proposed for r in sim.trace.rounds] == [r.proposed for r in trace.rounds]
 
 
@@ -40,7 +44,7 @@ def test_the_draft_chains_are_the_runs_blocks_at_their_positions(tiny_pair):
 
 def test_every_schedule_emits_the_runs_tokens(tiny_pair):
     trace = run_sd(tiny_pair, prompt="The quick brown fox", gamma=4, max_new_tokens=40)
-    results = parallel.replay(trace, costs.from_trace(trace), parallel.settings_for(trace, fanout=3))
+    results = parallel.replay(trace, latency.from_trace(trace), parallel.settings_for(trace, fanout=3))
     assert set(results) == {"serial", "pearl", "ssd"}
     for r in results.values():
         assert r.trace.output_ids == trace.output_ids
@@ -49,7 +53,7 @@ def test_every_schedule_emits_the_runs_tokens(tiny_pair):
 
 
 def test_target_alone_estimate():
-    model = costs.LatencyModel(draft_ms={1: 10.0}, verify_ms={1: 50.0, 5: 60.0}, target_prefill_ms=80.0,
+    model = latency.LatencyModel(draft_ms={1: 10.0}, verify_ms={1: 50.0, 5: 60.0}, target_prefill_ms=80.0,
                                overhead_ms=2.0)
     assert parallel.target_alone_ms(model, 1) == 80.0
     assert parallel.target_alone_ms(model, 11) == 80.0 + 10 * 52.0
@@ -73,7 +77,7 @@ def test_what_cannot_be_replayed_says_why(tiny_pair, which, why):
     assert parallel.why_not_replayable(trace) == why
     assert why in parallel.NOT_REPLAYABLE
     with pytest.raises(BadInput, match="cannot be replayed"):
-        parallel.replay(trace, costs.LatencyModel({1: 1.0}, {1: 1.0}), parallel.settings_for(trace))
+        parallel.replay(trace, latency.LatencyModel({1: 1.0}, {1: 1.0}), parallel.settings_for(trace))
 
 
 def test_the_replay_context_is_the_runs_mean_context_to_a_step():
@@ -88,11 +92,11 @@ def test_the_replay_context_is_the_runs_mean_context_to_a_step():
 
 def test_costs_for_a_run_take_the_measured_passes_at_its_context(tiny_pair):
     trace = run_sd(tiny_pair, prompt="Hello world", gamma=3, max_new_tokens=32)
-    own = costs.from_trace(trace)
+    own = latency.from_trace(trace)
     assert parallel.costs_for(trace, None).verify_ms == own.verify_ms
     rows = [{"model": "draft", "batch": b, "tokens": 1, "ms": 3.0 * b} for b in (1, 2, 4)]
     rows += [{"model": "target", "batch": 1, "tokens": k, "ms": 20.0 + k} for k in range(1, 34)]
-    meta = {"context_length": parallel.replay_context(trace), "measured_at": "then"}
+    meta = {"context_length": branch_costs.replay_context(trace), "measured_at": "then"}
     model = parallel.costs_for(trace, (rows, meta))
     assert model.source == "measured" and model.context_length == meta["context_length"]
     assert model.verify(4) == 24.0 and model.draft(2) == 6.0
@@ -109,7 +113,7 @@ def test_a_run_with_another_draft_keeps_its_own_draft_passes(tiny_pair, kw):
     rows = [{"model": "draft", "batch": 1, "tokens": 1, "ms": 999.0},
             {"model": "target", "batch": 1, "tokens": 1, "ms": 20.0}]
     model = parallel.costs_for(trace, (rows, {}))
-    assert model.draft(1) == costs.from_trace(trace).draft(1) != 999.0
+    assert model.draft(1) == latency.from_trace(trace).draft(1) != 999.0
     assert model.verify(1) == 20.0
 
 
@@ -133,8 +137,8 @@ def test_a_replay_at_the_runs_own_settings_needs_only_ssds_passes(tiny_pair):
     alone = run_ar(tiny_pair, prompt="Hello world", max_new_tokens=48)
     with_race = parallel.missing_passes(trace, settings, measured=False, alone=alone)
     assert with_race[parallel.ALONE] == set() and ("target", 1, 1) not in with_race["pearl"]
-    assert parallel.with_alone(costs.from_trace(trace), trace, alone).verify_ms[1] == pytest.approx(
-        costs.from_trace(alone).verify_ms[1])
+    assert parallel.with_alone(latency.from_trace(trace), trace, alone).verify_ms[1] == pytest.approx(
+        latency.from_trace(alone).verify_ms[1])
     # with this machine's whole grid measured nothing is missing; another γ needs its verify pass
     assert not any(parallel.missing_passes(trace, settings, measured=True).values())
     other = parallel.missing_passes(trace, parallel.settings_for(trace, gamma=7), measured=False)
@@ -149,7 +153,7 @@ def test_an_int8_runs_batched_draft_passes_stay_missing_with_the_grid(tiny_pair)
 
 
 def test_fill_in_scales_each_ratio_to_the_runs_own_reference_pass():
-    trace_costs = costs.LatencyModel(draft_ms={1: 10.0, 2: 20.0}, verify_ms={5: 100.0, 2: 60.0},
+    trace_costs = latency.LatencyModel(draft_ms={1: 10.0, 2: 20.0}, verify_ms={5: 100.0, 2: 60.0},
                                      draft_read_ms={2: 12.0})
 
     class Fake:  # a trace whose most frequent passes are the draft over 1 token and the target over 5
@@ -164,10 +168,10 @@ def test_fill_in_scales_each_ratio_to_the_runs_own_reference_pass():
     assert model.verify(5) == 100.0 and trace_costs.draft_ms == {1: 10.0, 2: 20.0}  # the input is untouched
 
 
-def _grid_base(trace, full: costs.LatencyModel) -> costs.LatencyModel:
+def _grid_base(trace, full: latency.LatencyModel) -> latency.LatencyModel:
     """The run's own costs (from_trace) with each pass the run timed at the grid's cost: a run
     timed in the same seconds as the grid, so both views share one base."""
-    own = costs.from_trace(trace)
+    own = latency.from_trace(trace)
     timed = parallel.timed_passes(trace)
     reads = {k: full.draft_read(k) for m, _, k in timed if m == "draft" and k > 1}
     return dataclasses.replace(own, draft_ms={1: full.draft(1), 2: 2 * full.draft(1)}, draft_read_ms=reads,
@@ -188,7 +192,7 @@ def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair,
     every attempt."""
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
     trace = _run(tiny_pair, max_new_tokens=64)
-    ctx = parallel.replay_context(trace, tiny_pair.context_length)
+    ctx = branch_costs.replay_context(trace, tiny_pair.context_length)
     settings = parallel.settings_for(trace)  # the default view: the run's γ, fan-out 2
     need = set().union(*parallel.missing_passes(trace, settings, measured=False).values())
     tries = []
@@ -196,7 +200,7 @@ def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair,
         rows, meta = costs.load_or_measure(tiny_pair, context_length=ctx, repeats=25, refresh=True)
         full = parallel.costs_for(trace, ([{**r, "ms": r["min_ms"]} for r in rows], meta))
         base = _grid_base(trace, full)
-        ratios = parallel.measure_ratios(tiny_pair, trace.config, ctx, need, parallel.references(trace), repeats=25)
+        ratios = branch_costs.measure_ratios(tiny_pair, trace.config, ctx, need, parallel.references(trace), repeats=25)
         ssd = {name: parallel.replay(trace, model, settings)["ssd"].tokens_per_second
                for name, model in (("quick", parallel.fill_in(base, trace, ratios)), ("full", full), ("old", base))}
         tries.append(ssd)
@@ -209,12 +213,12 @@ def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair,
 def test_quick_costs_wait_for_the_engine_and_mark_their_work(tiny_pair):
     """The background measurement holds the engine queue: it waits while a live round holds it,
     and a run timed in another thread meanwhile is told (contention)."""
-    from specviz import contention
-    from specviz.engine_queue import EngineQueue
+    from specviz.engine.turns import EngineQueue
+    from specviz.models import busy
 
     trace = _run(tiny_pair)
     queue = EngineQueue(poll_s=0.02)
-    quick = parallel.QuickCosts(tiny_pair, trace.config, parallel.replay_context(trace), parallel.references(trace),
+    quick = branch_costs.QuickCosts(tiny_pair, trace.config, branch_costs.replay_context(trace), parallel.references(trace),
                                 lock=queue)
     need = parallel.missing_passes(trace, parallel.settings_for(trace), measured=False)["ssd"]
     with queue:  # a live round is being timed
@@ -225,7 +229,7 @@ def test_quick_costs_wait_for_the_engine_and_mark_their_work(tiny_pair):
     start = time.perf_counter_ns()
     quick.wait(60)
     assert quick.error is None and not quick.missing(need) and quick.seconds > 0
-    assert "measuring forward-pass costs" in contention.overlapping(start, time.perf_counter_ns())
+    assert "measuring forward-pass costs" in busy.overlapping(start, time.perf_counter_ns())
     assert not quick.start(need)  # known now: nothing to measure
 
 
@@ -233,7 +237,7 @@ def test_quick_costs_wait_for_the_engine_and_mark_their_work(tiny_pair):
                                 dict(draft_vocab=24, draft_quant="int8")])
 def test_the_quick_costs_time_the_runs_own_draft(tiny_pair, kw):
     trace = _run(tiny_pair, **kw)
-    draft = parallel.run_draft(tiny_pair, trace.config)
+    draft = branch_costs.run_draft(tiny_pair, trace.config)
     assert draft is not tiny_pair.draft
     if kw.get("draft_vocab"):
         assert isinstance(draft, costs.HeadedDraft) and len(draft.head) >= 24
@@ -247,13 +251,13 @@ def test_a_remote_targets_passes_are_not_measured_here(tiny_pair):
     trace = _run(tiny_pair)
     remote = dataclasses.replace(tiny_pair, target=None)
     with pytest.raises(BadInput, match="remote target"):
-        parallel.measure_ratios(remote, trace.config, 32, [("target", 1, 1)], parallel.references(trace))
+        branch_costs.measure_ratios(remote, trace.config, 32, [("target", 1, 1)], parallel.references(trace))
 
 
 def test_the_overlap_bound_hides_the_shorter_side():
-    model = costs.LatencyModel(draft_ms={1: 10.0}, verify_ms={5: 100.0})
+    model = latency.LatencyModel(draft_ms={1: 10.0}, verify_ms={5: 100.0})
     assert parallel.overlap_bound(model, 4) == pytest.approx(140 / 100)
-    assert parallel.overlap_bound(costs.LatencyModel(draft_ms={1: 25.0}, verify_ms={5: 100.0}), 4) == 2.0
+    assert parallel.overlap_bound(latency.LatencyModel(draft_ms={1: 25.0}, verify_ms={5: 100.0}), 4) == 2.0
 
 
 REMOTE = ROOT / "assets" / "traces" / "remote"
@@ -262,13 +266,13 @@ REMOTE = ROOT / "assets" / "traces" / "remote"
 def test_the_shipped_remote_run_replays_with_its_network_time():
     """The recorded run with the target on a vLLM server: valid, replayable, its serial replay
     the run itself, and every replayed request waits its network and queue time first."""
-    from specviz import Trace, trace_schema
+    from specviz import Trace
 
-    trace = trace_schema.check_file(REMOTE / "code-gamma4-remote-greedy.json")
+    trace = Trace.load(REMOTE / "code-gamma4-remote-greedy.json")
     alone = Trace.load(REMOTE / "code-autoregressive-remote-greedy.json")
     assert trace.config.target_url and alone.config.mode == "autoregressive" and alone.output_ids == trace.output_ids
     assert parallel.why_not_replayable(trace) is None
-    own = costs.from_trace(trace)
+    own = latency.from_trace(trace)
     network = [e.duration_ms for e in trace.events if e.kind == "network"]
     assert own.network_ms == pytest.approx(sum(network) / len(network)) and own.network_ms > 0
     check = parallel.check_serial(trace, own)
@@ -281,7 +285,7 @@ def test_the_shipped_remote_run_replays_with_its_network_time():
 
 def test_a_measurement_that_cannot_run_says_why_and_can_be_tried_again(tiny_pair):
     trace = _run(tiny_pair)
-    quick = parallel.QuickCosts(tiny_pair, trace.config, 300, parallel.references(trace))  # it holds 256 tokens
+    quick = branch_costs.QuickCosts(tiny_pair, trace.config, 300, parallel.references(trace))  # it holds 256 tokens
     need = parallel.missing_passes(trace, parallel.settings_for(trace), measured=False)["ssd"]
     assert quick.start(need)
     quick.wait(60)

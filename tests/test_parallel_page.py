@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGE = "pages/parallel.py"
@@ -141,12 +140,12 @@ def test_an_int8_run_says_what_pearl_for_real_needs_in_the_uis_words():
 def test_sliders_redraw_without_running_a_model(monkeypatch):
     at = _parallel(_live_run())
     before = [m.value for m in at.metric]
-    import specviz.engine
+    import specviz.engine.decode
 
     def no_model(*a, **k):
         raise AssertionError("the Parallel page ran a model")
 
-    monkeypatch.setattr(specviz.engine.Decoding, "__next__", no_model)
+    monkeypatch.setattr(specviz.engine.decode.Decoding, "__next__", no_model)
     at.slider(key="parallel_gamma").set_value(6).run()
     _settled(at)  # the passes γ = 6 needs are timed (forward passes over a fixed context), no run
     at.select_slider(key="parallel_fanout").set_value(4).run()
@@ -231,7 +230,7 @@ def test_a_remote_runs_network_time_is_drawn_and_its_draft_measured(tmp_path, mo
     server's target is not the loaded one), and the page says what to load instead."""
     import specviz.ui.chrome as chrome
     from specviz import Event, load_pair, speculative
-    from specviz.trace import RunConfig
+    from specviz.record.run_config import RunConfig
 
     trace = speculative(load_pair("tiny", dtype="float32"),
                         RunConfig(prompt="Hello world", gamma=3, max_new_tokens=32)).run()
@@ -341,13 +340,16 @@ def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, scale):
     import shutil
 
     import specviz.ui.chrome as chrome
-    from specviz import Trace, costs, parallel
+    from specviz import Trace
+    from specviz.measure import branch_costs
+    from specviz.measure import forward_costs as costs
+    from specviz.replay import latency
 
     traces, cache = tmp_path / "traces", tmp_path / "cache"
     traces.mkdir()
     shutil.copy(ROOT / "assets" / "traces" / "code-gamma4-greedy.json", traces / "run.json")
     trace = Trace.load(traces / "run.json")
-    own, cfg, ctx = costs.from_trace(trace), trace.config, parallel.replay_context(trace)
+    own, cfg, ctx = latency.from_trace(trace), trace.config, branch_costs.replay_context(trace)
     cost = {"target": lambda b, k: own.verify(k), "draft": lambda b, k: own.draft(b) if k == 1 else own.draft_read(k)}
     rows = [{"model": m, "batch": b, "tokens": k, "ms": scale * cost[m](b, k), "min_ms": 0, "max_ms": 0}
             for m, b, k in costs.LATENCY_GRID]

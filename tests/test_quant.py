@@ -1,4 +1,4 @@
-"""The int8 draft (``--draft-quant int8``, specviz.quant): a cheaper draft pass that never
+"""The int8 draft (``--draft-quant int8``, specviz.models.int8): a cheaper draft pass that never
 changes the output.
 
 Greedy: the output equals the target's own. Sampling: the tokens follow the target's
@@ -13,15 +13,15 @@ from collections import Counter
 
 import pytest
 import torch
-
 from conftest import make_config, run_ar, run_sd
-from specviz import BadInput, speculative
-from specviz.acceptance import Sampling
-from specviz.kv import KVModel
-from specviz.quant import QUANTS, check_quant
-from specviz.validate import encode_prompt
 from test_draft_head import sample_first_two
 from test_sampling import P_MIN, chi2_fit, exact_first_two
+
+from specviz import BadInput, speculative
+from specviz.engine.acceptance import Sampling
+from specviz.models.kv import KVModel
+from specviz.record.limits import QUANTS, check_quant
+from specviz.record.validate import encode_prompt
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -94,7 +94,7 @@ def test_bad_quantization_is_refused(tiny_pair):
 
 
 def test_the_overlapped_pearl_run_refuses_an_int8_draft(tiny_pair):
-    from specviz.overlap import pearl_run
+    from specviz.measure.pearl_real import pearl_run
 
     with pytest.raises(BadInput, match="quantization none") as exc:
         pearl_run(tiny_pair, make_config(draft_quant="int8"))

@@ -7,11 +7,17 @@ import dataclasses
 import time
 
 import pytest
-
 from conftest import make_config, run_ar, run_sd
-from specviz import inspect
-from specviz.compare import compare
-from specviz.race import REUSE_MAX_AGE_S, REUSE_TOLERANCE, Baseline, Race, baseline_key
+
+from specviz.analysis import round_story as inspect
+from specviz.analysis.compare import compare
+from specviz.measure.race import (
+    REUSE_MAX_AGE_S,
+    REUSE_TOLERANCE,
+    Baseline,
+    Race,
+    baseline_key,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -46,7 +52,7 @@ def test_a_fresh_baseline_is_reused_when_allowed(tiny_pair, monkeypatch):
     store = {}
     first = Race(tiny_pair, make_config(gamma=2, max_new_tokens=12), baselines=store, run=1).run()
     # the machine runs at the same speed: the new run's draft passes take what they took then
-    monkeypatch.setattr("specviz.race.why_not_reuse", lambda b, sd, now: None)
+    monkeypatch.setattr("specviz.measure.race.why_not_reuse", lambda b, sd, now: None)
     second = Race(tiny_pair, make_config(gamma=5, max_new_tokens=12), baselines=store, reuse=True, run=2).run()
     assert second.reused and second.ar is None
     assert second.baseline is first.baseline and second.baseline.run == 1
@@ -58,7 +64,7 @@ def _baseline(tiny_pair, age_s: float, draft_ms: float) -> Baseline:
 
 
 def test_reuse_needs_a_recent_baseline_and_the_same_machine_speed(tiny_pair):
-    from specviz.race import why_not_reuse
+    from specviz.measure.race import why_not_reuse
 
     sd = run_sd(tiny_pair, max_new_tokens=8)
     d = sd.summary["draft_forward_ms_median"]

@@ -1,11 +1,11 @@
 """A remote target on a real vLLM server (its CPU build, in a virtual environment of its own:
-``python -m specviz.vllm_local install``, which tests/run.sh runs), serving the default
+``python -m specviz.models.vllm_local install``, which tests/run.sh runs), serving the default
 pair's target on loopback with vLLM's own speculative decoding on (the default draft, 4
 tokens), so the same server is the remote target and the Server page's metrics endpoint.
 
 The server starts once for this module (about 1.5 to 2 minutes on 2 cores; its start-up
 time is printed). ``SPECVIZ_TEST_VLLM_URL`` points the tests at a server already running
-instead (the same target, started with ``python -m specviz.vllm_local serve --speculate 4``).
+instead (the same target, started with ``python -m specviz.models.vllm_local serve --speculate 4``).
 """
 
 from __future__ import annotations
@@ -21,17 +21,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import stop_process
 import requests
+from conftest import stop_process
 
-from specviz import autoregressive, load_pair, speculative, trace_schema, vllm_local
-from specviz.cli import main as cli_main
-from specviz.errors import BadInput
+from specviz import autoregressive, load_pair, speculative
+from specviz.cli.commands import main as cli_main
 from specviz.figures.timeline import timeline_figure
-from specviz.overlap import pearl_run
-from specviz.remote import RemoteError, RemoteTarget
-from specviz.tiny import tiny_tokenizer
-from specviz.trace import RunConfig
+from specviz.measure.pearl_real import pearl_run
+from specviz.models import vllm_local
+from specviz.models.remote import RemoteError, RemoteTarget
+from specviz.models.tiny_pair import tiny_tokenizer
+from specviz.record.errors import BadInput
+from specviz.record.run_config import RunConfig
+from specviz import Trace
 
 pytestmark = [pytest.mark.vllm, pytest.mark.default_pair]
 SERVER_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "server.py")
@@ -55,7 +57,7 @@ def server(tmp_path_factory):
         yield url.rstrip("/")
         return
     if not vllm_local.installed():
-        pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.vllm_local install  "
+        pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.models.vllm_local install  "
                     "(tests/run.sh does)")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -135,7 +137,7 @@ def test_a_remote_run_is_recorded_and_drawn_as_remote(pair):
     for rnd in trace.rounds:
         assert all(0.0 <= p <= 1.0 for p in rnd.target_probs)
         assert all(0.0 <= m <= 1.0 for m in rnd.margin)
-    back = trace_schema.parse(json.loads(json.dumps(trace.to_dict())))  # a valid trace file, target_url and all
+    back = Trace.from_dict(json.loads(json.dumps(trace.to_dict())))  # a valid trace file, target_url and all
     assert back.config.target_url == pair.remote.url
     fig = timeline_figure(trace)
     names = {t.name for t in fig.data}

@@ -19,12 +19,18 @@ from collections import Counter
 
 import pytest
 import torch
+from conftest import make_config, run_ar
 from scipy import stats
 
-from conftest import make_config, run_ar
 from specviz import autoregressive, speculative
-from specviz.acceptance import TOPP_CANDIDATES, Sampling, _top_p_mask, sampling_accept, warp
-from specviz.validate import encode_prompt
+from specviz.engine.acceptance import (
+    TOPP_CANDIDATES,
+    Sampling,
+    _top_p_mask,
+    sampling_accept,
+    warp,
+)
+from specviz.record.validate import encode_prompt
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -1,4 +1,4 @@
-"""Schedule replays (specviz/schedules.py) on hand-built greedy runs; no model is loaded.
+"""Schedule replays (specviz/replay/schedules.py) on hand-built greedy runs; no model is loaded.
 
 Every expected number is worked out by hand in the comments, with a tiny latency model:
 
@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.costs import LatencyModel
 from specviz.figures.schedules import axis_span
-from specviz.errors import BadInput
-from specviz.schedules import UNKNOWN as U
-from specviz.schedules import Settings, fan_out, pearl, serial, simulate_all, ssd
-from specviz.trace import EVENT_KINDS, FORWARD_KINDS, LANES, RunConfig, Trace
+from specviz.record.errors import BadInput
+from specviz.record.limits import UNKNOWN_TOKEN as U
+from specviz.record.run_config import EVENT_KINDS, FORWARD_KINDS, LANES, RunConfig
+from specviz.record.run_trace import Trace
+from specviz.replay.latency import LatencyModel
+from specviz.replay.schedules import Settings, fan_out, pearl, serial, simulate_all, ssd
 
 COSTS = LatencyModel(draft_ms={1: 10.0, 2: 12.0}, verify_ms={1: 51.0, 2: 52.0},
                      draft_prefill_ms=30.0, target_prefill_ms=80.0)
@@ -641,8 +642,8 @@ def test_a_remote_targets_requests_wait_on_the_network_first():
 
 def test_from_trace_reads_a_remote_targets_network_spans():
     """A remote run's network spans are its own cost, not bookkeeping: their mean per request."""
-    from specviz.costs import from_trace
-    from specviz.trace import Event, Round
+    from specviz.record.run_trace import Event, Round
+    from specviz.replay.latency import from_trace
 
     def rnd(i, t):
         return Round(index=i, gamma=1, proposed=[5], accepted=1, rejected=[], correction=None, bonus=True,

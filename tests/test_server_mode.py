@@ -1,4 +1,4 @@
-"""Server mode (specviz/server_mode.py): its settings read from an environment mapping,
+"""Server mode (specviz/ui/server_mode.py): its settings read from an environment mapping,
 the caps the app enforces with them, the pairs it offers, and the loading rules that hold
 in every mode (safetensors or GGUF only, never trust_remote_code)."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import BadInput, RunConfig, server_mode
-from specviz.errors import ModelError
-from specviz.models import PAIRS
-from specviz.server_mode import ServerSettings, allowed_pairs, check_config, from_env
-from specviz.validate import MAX_NEW_TOKENS
+from specviz import BadInput, RunConfig
+from specviz.record.errors import ModelError
+from specviz.record.limits import MAX_NEW_TOKENS, PAIRS
+from specviz.ui import server_mode
+from specviz.ui.server_mode import ServerSettings, allowed_pairs, check_config, from_env
 
 ROOT = Path(__file__).resolve().parent.parent
 ON = {"SPECVIZ_SERVER_MODE": "1"}
@@ -99,7 +99,7 @@ def test_upload_limits(monkeypatch):
 
 
 def test_every_message_has_a_translation_template():
-    from specviz.i18n import template_pattern
+    from specviz.record.i18n import template_pattern
 
     s = from_env({"SPECVIZ_SERVER_MODE": "maybe", "SPECVIZ_MAX_NEW_TOKENS": "x", "SPECVIZ_SERVER_PAIRS": "big"})
     assert len(s.problems) == 3
@@ -163,8 +163,8 @@ def test_in_server_mode_only_installed_pairs_are_offered():
 
 
 def test_pair_installed(monkeypatch, tmp_path):
-    import specviz.models
-    import specviz.parts
+    import specviz.models.default_parts
+    import specviz.models.pair
 
     server_mode.pair_installed.cache_clear()
     try:
@@ -175,13 +175,13 @@ def test_pair_installed(monkeypatch, tmp_path):
         def missing(spec):
             raise ModelError(f"the {spec.role} model part package is not installed")
 
-        monkeypatch.setattr(specviz.parts, "find_parts", missing)
+        monkeypatch.setattr(specviz.models.default_parts, "find_parts", missing)
         assert not server_mode.pair_installed("default")
         server_mode.pair_installed.cache_clear()
-        monkeypatch.setattr(specviz.parts, "find_parts", lambda spec: [])
+        monkeypatch.setattr(specviz.models.default_parts, "find_parts", lambda spec: [])
         assert server_mode.pair_installed("default")
         server_mode.pair_installed.cache_clear()  # the remote choice needs the draft only
-        monkeypatch.setattr(specviz.parts, "find_parts",
+        monkeypatch.setattr(specviz.models.default_parts, "find_parts",
                             lambda spec: [] if spec.role == "draft" else missing(spec))
         assert server_mode.pair_installed("remote") and not server_mode.pair_installed("default")
     finally:
@@ -262,15 +262,15 @@ def test_trust_remote_code_is_never_turned_on():
 def test_models_load_from_safetensors_only():
     """The one place weights load from a folder asks for safetensors (never a pickle
     fallback), and nothing calls torch.load or pickle."""
-    models = ROOT / "specviz" / "models.py"
-    loads = [c for c in _calls(models) if isinstance(c.func, ast.Attribute) and c.func.attr == "from_pretrained"
+    files = (ROOT / "specviz" / "models" / "pair.py", ROOT / "specviz" / "models" / "gguf_convert.py")
+    loads = [c for f in files for c in _calls(f) if isinstance(c.func, ast.Attribute) and c.func.attr == "from_pretrained"
              and isinstance(c.func.value, ast.Name) and c.func.value.id == "AutoModelForCausalLM"]
     assert loads
     for call in loads:
         kw = {k.arg: k.value for k in call.keywords}
         gguf = "gguf_file" in kw
         safetensors = isinstance(kw.get("use_safetensors"), ast.Constant) and kw["use_safetensors"].value is True
-        assert gguf or safetensors, f"models.py:{call.lineno} loads weights that may be a pickle"
+        assert gguf or safetensors, f"line {call.lineno} loads weights that may be a pickle"
     for path in _sources():
         text = path.read_text(encoding="utf-8")
         assert "torch.load(" not in text and "import pickle" not in text, path

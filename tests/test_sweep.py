@@ -1,4 +1,4 @@
-"""The γ sweep (specviz.sweep) on the tiny pair: rows, medians and spreads, the interleaved
+"""The γ sweep (specviz.measure.sweep) on the tiny pair: rows, medians and spreads, the interleaved
 order, settings measured once, Stop, the estimate, the CLI's JSON and exit codes, the
 figures, and the Tune page through AppTest."""
 
@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import BadInput, RunConfig, cli, theory
-from specviz import sweep as S
-from specviz.costs import LatencyModel
+from specviz import BadInput, RunConfig
+from specviz.analysis import theory
+from specviz.cli import commands as cli
 from specviz.figures.sweep import acceptance_vs_gamma_figure, prompt_label, sweep_figure
+from specviz.measure import sweep as S
+from specviz.replay.latency import LatencyModel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -236,7 +238,7 @@ def test_the_cost_curve_estimate_adds_up_the_passes_measure_makes(tiny_pair):
     """measure_seconds counts what costs.measure does: each model's cache filled once, then a
     warm-up and ``repeats`` passes per point over batch × k tokens. (How close it comes on a
     real machine: bench/cost_estimate.py; it replaced the page's bare "minutes".)"""
-    from specviz import costs as C
+    from specviz.measure import forward_costs as C
 
     probe = LatencyModel(draft_ms={1: 2.0}, verify_ms={1: 10.0, 5: 12.0}, draft_read_ms={2: 3.0},
                          draft_prefill_ms=20.0, target_prefill_ms=60.0, meta={"prompt_tokens": 41})

@@ -1,4 +1,4 @@
-"""specviz.theory: Leviathan et al.'s closed forms, the refined speedup with a measured
+"""specviz.analysis.theory: Leviathan et al.'s closed forms, the refined speedup with a measured
 verify cost, and where speculative decoding loses. Values worked out by hand, and values
 published in Leviathan, Kalman and Matias 2023, "Fast Inference from Transformers via
 Speculative Decoding" (ICML 2023, arXiv:2211.17192)."""
@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import theory as T
-
+from specviz.analysis import theory as T
 
 # --- by hand -------------------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import specviz.costs as C
-import specviz.models
-from specviz import theory
-from specviz.cli import main
+import specviz.measure.forward_costs as C
+import specviz.models.pair
+from specviz.analysis import theory
+from specviz.cli.commands import main
 from specviz.ui import pair as ui_pair
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ SMALL = [("draft", 1, 1), ("draft", 1, 2), ("target", 1, 1), ("target", 1, 2), (
 @pytest.fixture(autouse=True)
 def tiny_only(monkeypatch, tmp_path):
     """Only the tiny pair may load (in the app and the CLI); measurements go to a fresh cache."""
-    for module in (ui_pair, specviz.models):
+    for module in (ui_pair, specviz.models.pair):
         real = module.load_pair
 
         def guarded(name=None, *args, _real=real, **kw):

@@ -88,8 +88,8 @@ def test_coverage_of_recorded_outputs(order, meta):
 
 def test_ranking_matches_the_cached_tokenizer(meta):
     """Only where the default pair's converted cache exists (no model is loaded)."""
-    from specviz.models import cache_dir
-    from specviz.parts import DRAFT
+    from specviz.models.default_parts import DRAFT
+    from specviz.models.pair import cache_dir
 
     path = cache_dir() / "models" / f"{DRAFT.name}-{DRAFT.sha256[:12]}" / "tokenizer.json"
     if not path.is_file():

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import server_mode
 from specviz.figures.theory import run_point
-from specviz.i18n import gettext_for
-from specviz.ui import tour
+from specviz.record.i18n import gettext_for
+from specviz.ui import server_mode, tour
 from specviz.ui.chrome import NAV, PAGES, TRACES_DIR
 from specviz.ui.replay import load_trace_file
 

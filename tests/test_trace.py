@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import make_config, run_ar, run_sd
+
 from specviz import BadInput, Trace, speculative
-from specviz.contention import Contention
-from specviz.trace import EVENT_KINDS, FORWARD_KINDS, LANES, SCHEMA_VERSION, rounds_text, summarize
+from specviz.record.contention import Contention
+from specviz.record.run_config import EVENT_KINDS, FORWARD_KINDS, LANES, SCHEMA_VERSION
+from specviz.record.run_trace import rounds_text, summarize
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

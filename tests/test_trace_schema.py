@@ -1,5 +1,5 @@
 """Traces you can trust: every trace read from a file or an upload is checked against the
-trace schema (specviz.trace_schema), and a bad one is refused with the field at fault and
+trace schema (specviz.record.schema), and a bad one is refused with the field at fault and
 its value, never a crash; ``specviz validate``; the published schema file is up to date."""
 
 from __future__ import annotations
@@ -11,14 +11,17 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import make_config, run_ar, run_sd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticUndefined
 
-from conftest import make_config, run_ar, run_sd
-from specviz import BadInput, Trace, cli, speculative
-from specviz import trace_schema as S
-from specviz.trace import summarize, trace_upto
+from specviz import BadInput, Trace, speculative
+from specviz.cli import commands as cli
+from specviz.record import schema as S
+from specviz.record.contention import Contention
+from specviz.record.run_config import RunConfig
+from specviz.record.run_trace import Event, Round, summarize, trace_upto
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -61,7 +64,7 @@ def test_traces_are_shipped():
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_every_shipped_trace_is_valid(path):
-    trace = S.check_file(path)
+    trace = Trace.load(path)
     assert Trace.load(path) == trace
     data = json.loads(path.read_text(encoding="utf-8"))
     assert trace.summary == summarize(trace) == data["summary"]
@@ -88,7 +91,7 @@ def test_traces_the_engine_writes_round_trip(engine_traces, name, tmp_path):
     trace = engine_traces[name]
     path = tmp_path / "run.json"
     trace.save(path)
-    back = S.check_file(path)
+    back = Trace.load(path)
     assert back == trace and back.to_json() == trace.to_json()
     assert Trace.from_dict(json.loads(trace.to_json())) == trace
     if name.endswith("in progress"):
@@ -122,13 +125,14 @@ def test_the_published_schema_accepts_the_traces_and_refuses_bad_ones(engine_tra
 
 def test_the_schema_file_is_up_to_date():
     assert SCHEMA_FILE.read_text(encoding="utf-8") == S.schema_json(), (
-        "assets/trace.schema.json is stale: python -m specviz.trace_schema > assets/trace.schema.json")
+        "assets/trace.schema.json is stale: python -m specviz.record.schema > assets/trace.schema.json")
 
 
 def test_the_models_mirror_the_dataclasses():
     """Each pydantic model has its dataclass's fields with the same defaults: a field added to one
     and not the other fails here (schema_version and summary are the two meant to differ)."""
-    for cls, model in S.MODELS.items():
+    for cls in (Event, Round, RunConfig, Contention, Trace):
+        model = S.MODELS[cls.__name__]
         fields = {f.name: f for f in dataclasses.fields(cls)}
         assert list(fields) == list(model.model_fields), cls.__name__
         for name, f in fields.items():
@@ -231,9 +235,9 @@ def test_a_bad_trace_names_its_field_and_value(case):
 
 
 def test_a_trace_need_not_carry_its_prompt():
-    """A schedule replayed from ranks alone (specviz.schedules) has a config with no prompt."""
-    from specviz.schedules import Settings, simulate_all
-    from specviz.costs import LatencyModel
+    """A schedule replayed from ranks alone (specviz.replay.schedules) has a config with no prompt."""
+    from specviz.replay.latency import LatencyModel
+    from specviz.replay.schedules import Settings, simulate_all
 
     for data in (shipped(), shipped(SAMPLED)):
         data["config"]["prompt"] = ""

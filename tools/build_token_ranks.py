@@ -186,8 +186,8 @@ def main() -> None:
         refresh_coverage(Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out)
         return
 
-    from specviz.draft_head import vocab_fingerprint
-    from specviz.models import _load_tokenizer, materialize
+    from specviz.models.draft_head import vocab_fingerprint
+    from specviz.models.pair import _load_tokenizer, materialize
 
     folder = materialize("default-draft", lambda message, fraction: None)
     tok = _load_tokenizer(folder)

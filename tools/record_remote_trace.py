@@ -2,7 +2,7 @@
 default target on a vLLM server, so the Parallel and Replay pages show a remote target's
 network and queue time with no server at hand.
 
-    python -m specviz.vllm_local serve --dtype bfloat16 --port 8000     # in another shell
+    python -m specviz.models.vllm_local serve --dtype bfloat16 --port 8000     # in another shell
     python tools/record_remote_trace.py --target-url http://127.0.0.1:8000
 
 Records ``code-autoregressive-remote-greedy`` (the target alone, through the server) and
@@ -20,7 +20,7 @@ from pathlib import Path
 from record_traces import MAX_NEW_TOKENS, OUT, PROMPTS
 
 from specviz import autoregressive, load_pair, speculative
-from specviz.trace import RunConfig
+from specviz.record.run_config import RunConfig
 
 
 def main() -> None:

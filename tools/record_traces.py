@@ -13,7 +13,7 @@ position, so they replay with no model loaded under every schedule (Parallel pag
 
 Run it on a quiet machine: the timings recorded are the ones every replay shows. It
 refuses to save a run timed under contention (another heavy job in this process, or other
-processes taking enough of its cores: specviz.contention).
+processes taking enough of its cores: specviz.record.contention).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specviz import autoregressive, load_pair, speculative
-from specviz.trace import RunConfig
+from specviz.record.run_config import RunConfig
 
 OUT = Path(__file__).resolve().parent.parent / "assets" / "traces"
 PROMPTS = {

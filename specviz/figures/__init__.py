@@ -13,12 +13,20 @@ names live in small modules:
 Model and file text (tokens, prompts, model names) is HTML-escaped before it goes into
 plotly, which draws a subset of HTML in hover text, labels and titles.
 
-The numbers are formatted by ``specviz.metrics`` (re-exported here: fmt_ms, fmt_pct,
-fmt_num, live_summary); the marks come from ``specviz.marks``.
+The numbers are formatted by ``specviz.analysis.metrics`` (re-exported here: fmt_ms, fmt_pct,
+fmt_num, live_summary); the marks come from ``specviz.analysis.marks``.
 """
 
+from specviz.analysis.marks import target_label
+from specviz.analysis.metrics import fmt_ms, fmt_num, fmt_pct, live_summary
 from specviz.figures.charts import acceptance_figure, history_figure
-from specviz.figures.history import HISTORY_COLUMNS, TABLE_COLUMNS, history_row, history_table
+from specviz.figures.history import (
+    HISTORY_COLUMNS,
+    TABLE_COLUMNS,
+    history_row,
+    history_table,
+)
+from specviz.figures.schedules import schedules_figure
 from specviz.figures.strip import (
     legend_html,
     output_height,
@@ -27,7 +35,6 @@ from specviz.figures.strip import (
     token_strip_html,
     visible,
 )
-from specviz.figures.schedules import schedules_figure
 from specviz.figures.timeline import (
     add_timeline,
     busy_intervals,
@@ -38,8 +45,6 @@ from specviz.figures.timeline import (
     timeline_export_figure,
     timeline_figure,
 )
-from specviz.marks import target_label
-from specviz.metrics import fmt_ms, fmt_num, fmt_pct, live_summary
 
 __all__ = [
     "HISTORY_COLUMNS",

@@ -7,10 +7,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.analysis.metrics import METRICS, fmt_pct, position_counts, text
 from specviz.figures.palette import ACCEPTED, FONT_SIZE, PENDING, SERIES
-from specviz.i18n import N_, Translator
-from specviz.metrics import METRICS, fmt_pct, position_counts, text
-from specviz.trace import Trace
+from specviz.record.i18n import N_, Translator
+from specviz.record.run_trace import Trace
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))
 AR_LABEL = N_("target alone (AR)")

@@ -1,12 +1,12 @@
 """The run history: one row per finished run, and the same rows as the table shows them.
 
 A row stores each number as measured (no rounding): the CSV keeps it whole, and the
-table shows it through the metric's one formatter (``specviz.metrics``), the same one
+table shows it through the metric's one formatter (``specviz.analysis.metrics``), the same one
 the Live stats and the race use, so a run reads the same everywhere.
 
-A row also keeps what competed with the run (``contention``, specviz.contention's entries
+A row also keeps what competed with the run (``contention``, specviz.record.contention's entries
 in English) and whether its race was fair (its two runs under the same load:
-``specviz.race.same_load``); the table marks such a tok/s or speedup with ``BUSY_MARK``.
+``specviz.measure.race.same_load``); the table marks such a tok/s or speedup with ``BUSY_MARK``.
 A run's numbers are compared only with a run of the same pair, prompt and settings (γ
 aside), both timed with nothing else competing (``compared_row``).
 """
@@ -16,10 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.contention import describe
-from specviz.i18n import N_, Translator
-from specviz.metrics import DASH, HISTORY_METRICS, METRICS, live_summary, percent
-from specviz.trace import Trace
+from specviz.analysis.metrics import (
+    DASH,
+    HISTORY_METRICS,
+    METRICS,
+    live_summary,
+    percent,
+)
+from specviz.record.contention import describe
+from specviz.record.i18n import N_, Translator
+from specviz.record.run_trace import Trace
 
 CONFIG_COLUMNS = ("run", "pair", "dtype", "example", "prompt", "draft", "gamma", "temperature", "top_p",
                   "max new tokens", "seed")

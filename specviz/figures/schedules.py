@@ -8,10 +8,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz.analysis.metrics import fmt_ms
 from specviz.figures.palette import ACCEPTED, DRAFT, TARGET
 from specviz.figures.timeline import add_timeline, base_layout
-from specviz.i18n import N_, Translator
-from specviz.metrics import fmt_ms
+from specviz.record.i18n import N_, Translator
 
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
 CUT_RATIO = 2.0  # a lane this many times longer than the next one is cut (uncut, the next one spans half)...
@@ -32,7 +32,7 @@ def axis_span(walls: list[float]) -> float:
 
 def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, height: int = 560,
                      tr: Translator = N_) -> go.Figure:
-    """``results``: name -> ScheduleResult (specviz.schedules); ``titles``: name -> subplot title;
+    """``results``: name -> ScheduleResult (specviz.replay.schedules); ``titles``: name -> subplot title;
     ``tr`` translates the lanes, legend and hover text (default: English)."""
     names = list(results)
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.12,

@@ -1,7 +1,7 @@
 """A server's own speculative decoding, from successive scrapes of its metrics: acceptance
 rate and mean acceptance length per interval over time, and per-position acceptance over
 the whole window, beside a local run's when there is one (same definitions:
-``specviz.prometheus``)."""
+``specviz.models.prometheus``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, TARGET
-from specviz.i18n import N_, Translator
-from specviz.prometheus import Scrape, SpecDecodeRates, spec_decode_rates
+from specviz.models.prometheus import Scrape, SpecDecodeRates, spec_decode_rates
+from specviz.record.i18n import N_, Translator
 
 
 def intervals(scrapes: list[Scrape]) -> list[tuple[float, SpecDecodeRates]]:

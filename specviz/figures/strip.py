@@ -1,4 +1,4 @@
-"""The token strip as HTML: a round's marked spans (``specviz.marks``), the legend, the caption.
+"""The token strip as HTML: a round's marked spans (``specviz.analysis.marks``), the legend, the caption.
 
 Marks (colour is never the only signal): accepted = green, solid underline; rejected =
 red, struck through; cut (accepted, past the stop) = grey, dotted underline; the
@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import html
 
-from specviz.i18n import N_, Translator
-from specviz.marks import LABELS, LEGEND, TARGET_KINDS, Span, is_special, printable_parts, round_spans
-from specviz.trace import Round
+from specviz.analysis.marks import (
+    LABELS,
+    LEGEND,
+    TARGET_KINDS,
+    Span,
+    is_special,
+    printable_parts,
+    round_spans,
+)
+from specviz.record.i18n import N_, Translator
+from specviz.record.run_trace import Round
 
 CLASSES = {
     "accepted": "sv-acc",

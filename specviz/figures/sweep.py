@@ -1,4 +1,4 @@
-"""The γ sweep's figures (specviz.sweep): tokens per second against γ, and acceptance against γ.
+"""The γ sweep's figures (specviz.measure.sweep): tokens per second against γ, and acceptance against γ.
 
 Pure: functions of a ``SweepResult`` (duck-typed: its ``prompts``, ``rows``, ``baseline``,
 ``alpha``, ``best_gamma_*`` and ``predicted_speedup``), no Streamlit, no model. The text
@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz import theory
+from specviz.analysis import theory
 from specviz.figures.palette import FONT_SIZE, PENDING, SERIES
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))

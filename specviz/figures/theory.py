@@ -1,5 +1,5 @@
 """The theory explorer's figures and the verify-cost curve. Pure: functions of α, c, γ, a
-measured curve (rows of ``specviz.costs.measure``) and, optionally, the user's own run.
+measured curve (rows of ``specviz.measure.forward_costs.measure``) and, optionally, the user's own run.
 
 * ``tokens_per_round_figure``  E[tokens per round] = (1 − α^(γ+1)) / (1 − α) against γ
 * ``speedup_figure``           the expected speedup against γ: the simple formula, and the
@@ -21,10 +21,17 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz import theory
-from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, PENDING, REJECTED, TARGET
-from specviz.metrics import live_summary
-from specviz.trace import Trace
+from specviz.analysis import theory
+from specviz.analysis.metrics import live_summary
+from specviz.figures.palette import (
+    ACCEPTED,
+    DRAFT,
+    FONT_SIZE,
+    PENDING,
+    REJECTED,
+    TARGET,
+)
+from specviz.record.run_trace import Trace
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))
 MARGIN = dict(l=8, r=12, t=40, b=48)

@@ -20,11 +20,19 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.figures.palette import ACCEPTED, DRAFT, FONT_SIZE, IDLE, NETWORK, PENDING, TARGET
-from specviz.i18n import N_, Translator
-from specviz.marks import DRAFT_VERDICT, LABELS, round_spans, target_label
-from specviz.metrics import fmt_ms, fmt_pct, live_summary
-from specviz.trace import Event, Round, Trace, is_draft_step, is_verify_step
+from specviz.analysis.marks import DRAFT_VERDICT, LABELS, round_spans, target_label
+from specviz.analysis.metrics import fmt_ms, fmt_pct, live_summary
+from specviz.figures.palette import (
+    ACCEPTED,
+    DRAFT,
+    FONT_SIZE,
+    IDLE,
+    NETWORK,
+    PENDING,
+    TARGET,
+)
+from specviz.record.i18n import N_, Translator
+from specviz.record.run_trace import Event, Round, Trace, is_draft_step, is_verify_step
 
 BAR_WIDTH = 0.62
 WAIT_WIDTH = 0.34

@@ -11,13 +11,26 @@ The engine's clock stops while a round is held, so the slow-motion animation bet
 rounds never touches the timings shown: they are the real ones.
 """
 
-from specviz.ui.chrome import EXAMPLES, SHORTCUTS, SPEEDS, keep_choices, page_chrome, recorded_traces, translator
+from specviz.record.limits import MAX_GAMMA
+from specviz.ui.chrome import (
+    EXAMPLES,
+    SHORTCUTS,
+    SPEEDS,
+    keep_choices,
+    recorded_traces,
+    translator,
+)
 from specviz.ui.controller import handle_command, play, render_state, step
+from specviz.ui.frame import page_chrome
 from specviz.ui.history import history_section
 from specviz.ui.pair import loaded_pair, require_pair, sidebar_pair
 from specviz.ui.replay import load_trace_file, render_replay, replay_play
-from specviz.ui.sources import load_source, recorded_baseline, replay_sources, schedule_costs
-from specviz.drafters import MAX_GAMMA
+from specviz.ui.sources import (
+    load_source,
+    recorded_baseline,
+    replay_sources,
+    schedule_costs,
+)
 from specviz.ui.state import (
     LiveState,
     check_inputs,

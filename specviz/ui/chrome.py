@@ -1,6 +1,6 @@
-"""Page chrome and the constants every page shares.
+"""The constants every page shares.
 
-What each page sets up first (page config, stylesheet, logo), where the app's files lie
+Where the app's files lie
 (assets, recorded traces), the app's pages and their groups in the top navigation, and the
 fixed choices the pages offer: the example prompts, the keyboard shortcuts, the slow-motion
 speeds and the live controls' starting values. Nothing here loads a model or keeps state.
@@ -8,13 +8,12 @@ speeds and the live controls' starting values. Nothing here loads a model or kee
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import streamlit as st
 
-from specviz.i18n import N_, Translator, gettext_for
-from specviz.ui.lang import _, current
+from specviz.record.i18n import N_, Translator, gettext_for
+from specviz.ui.lang import current
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ASSETS = ROOT / "assets"
@@ -70,30 +69,8 @@ DEFAULTS = {
 }
 
 
-def page_chrome() -> None:
-    """What every page shares: page config, stylesheet, logo and, while the guided tour runs,
-    its step bar (specviz.ui.tour). Each page calls it first.
-
-    (Pages do it themselves rather than app.py: with a folder named ``pages/``, Streamlit
-    runs a page file on its own when a server's first session opens on that page, and
-    AppTest does so on every rerun.)"""
-    st.set_page_config(
-        page_title=_("specviz · speculative decoding, live"),
-        page_icon=str(ASSETS / "icon.svg"),
-        layout="wide",
-        initial_sidebar_state=340,  # a width in px: a readable prompt box
-        menu_items={"About": _("specviz: a small draft model proposes, a large target verifies. "
-                               "Watch what is accepted, what is thrown away, and who waits for whom.")},
-    )
-    st.html(f"<style>{(ASSETS / 'specviz.css').read_text(encoding='utf-8')}</style>")
-    st.logo(str(ASSETS / "logo.svg"), icon_image=str(ASSETS / "icon.svg"), size="large")
-    from specviz.ui.tour import render_bar  # here, not at the top: the tour reads this module's PAGES
-
-    render_bar(calling_page(sys._getframe(1).f_code.co_filename))
-
-
 def calling_page(filename: str) -> str:
-    """A page's file as a key of PAGES ("pages/live.py"): the page that called page_chrome."""
+    """A page's file as a key of PAGES ("pages/live.py"): the page that called specviz.ui.frame.page_chrome."""
     path = Path(filename).resolve()
     return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
 

@@ -3,7 +3,7 @@
 ``handle_command`` applies the button pressed to the ``LiveState``; ``play`` and
 ``step`` then advance its ``Race`` a round at a time (``advance``): the speculative
 run, then the target alone on the same prompt (re-measured unless the user allows a
-recent, still-valid baseline to be reused: ``specviz.race``), then the wrap-up with a
+recent, still-valid baseline to be reused: ``specviz.measure.race``), then the wrap-up with a
 history row (``finish``). ``render_state`` draws the whole view from the state as it
 stands. Engine failures become a message on the page, never a traceback.
 """
@@ -15,15 +15,27 @@ import time
 
 import streamlit as st
 
-from specviz import BadInput, ModelPair, RunConfig, SpecvizError, Trace, contention
 from specviz import figures as F
-from specviz.engine_queue import EngineQueue
+from specviz.analysis.metrics import metric
+from specviz.engine.turns import EngineQueue
 from specviz.figures.history import MEASURED, REUSED, compared_row
-from specviz.metrics import metric
-from specviz.race import Race
+from specviz.measure.race import Race
+from specviz.models.pair import ModelPair
+from specviz.record import contention
+from specviz.record.errors import BadInput, SpecvizError
+from specviz.record.run_config import RunConfig
+from specviz.record.run_trace import Trace
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
-from specviz.ui.state import LiveState, bad_input_text, example_of, field_of, remember_prefill, set_cmd, signature
+from specviz.ui.state import (
+    LiveState,
+    bad_input_text,
+    example_of,
+    field_of,
+    remember_prefill,
+    set_cmd,
+    signature,
+)
 from specviz.ui.view import RunView, animate_round, stop_reason_text
 
 # One round at a time in this process: viewers in several browser tabs share the models,
@@ -67,7 +79,7 @@ def _prev_row(state: LiveState) -> dict | None:
 
 def contention_note(trace: Trace | None) -> str | None:
     """A warning beside a run's numbers when something competed with its timed work: a model
-    loading in another thread, or other programs taking enough of the cores (specviz.contention)."""
+    loading in another thread, or other programs taking enough of the cores (specviz.record.contention)."""
     if trace is None or not trace.contention:
         return None
     named = contention.describe(trace.contention, _)

@@ -1,13 +1,13 @@
 """The page language: from the URL (``?lang=zh`` / ``?lang=en``), else the session's
 choice, else the browser's language. A switch in the sidebar changes it and writes it
 into the URL, so a shared link opens in the same language. ``_`` translates through
-specviz.i18n (gettext catalogs managed with Babel)."""
+specviz.record.i18n (gettext catalogs managed with Babel)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from specviz.i18n import LANGUAGES, gettext_for, match
+from specviz.record.i18n import LANGUAGES, gettext_for, match
 
 URL_TAGS = {"en": "en", "zh_CN": "zh"}
 

@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from specviz.drafters import MAX_GAMMA
-from specviz.errors import BadInput
-from specviz.i18n import N_
-from specviz.quant import check_quant
-from specviz.trace import RunConfig
-from specviz.validate import MAX_NEW_TOKENS, check_settings
+from specviz.record.errors import BadInput
+from specviz.record.i18n import N_
+from specviz.record.limits import MAX_GAMMA, MAX_NEW_TOKENS, check_quant
+from specviz.record.run_config import RunConfig
+from specviz.record.validate import check_settings
 
 # The parameters, in the order a link lists them; each is the session-state key of its
 # widget, except ``example``, which names an example prompt and sets ``prompt``.

@@ -5,7 +5,7 @@ fraction; ``_loader`` keeps one per (pair, dtype) with ``st.cache_resource``.
 ``require_pair`` waits for it with a progress bar, or, where it cannot be loaded, says
 why and how to fix it and offers the tiny pair. ``sidebar_pair`` draws the pair choice
 and the pair card (names, device, dtype, memory) at the foot of every page's sidebar. In
-server mode (``specviz.server_mode``) it offers only the installed pairs the server allows,
+server mode (``specviz.ui.server_mode``) it offers only the installed pairs the server allows,
 in the precision ``auto`` picks, and notes the server's limits under the card.
 """
 
@@ -19,9 +19,16 @@ import time
 
 import streamlit as st
 
-from specviz import ModelError, ModelPair, SpecvizError, load_pair, server_mode
-from specviz.i18n import N_, SECONDS, Translator, translate_known
-from specviz.models import cache_dir, cache_usage, clear_model_cache
+from specviz.models.pair import (
+    ModelPair,
+    cache_dir,
+    cache_usage,
+    clear_model_cache,
+    load_pair,
+)
+from specviz.record.errors import ModelError, SpecvizError
+from specviz.record.i18n import N_, SECONDS, Translator, translate_known
+from specviz.ui import server_mode
 from specviz.ui.chrome import keep_choices, recorded_traces, translator
 from specviz.ui.lang import _
 
@@ -33,7 +40,7 @@ PAIR_DTYPES = {
     "float32": N_("float32 (token-exact)"),
     "bfloat16": N_("bfloat16 (faster)"),
 }
-# What loading says as it goes (specviz.models and specviz.parts, English), shown translated.
+# What loading says as it goes (specviz.models.pair and specviz.models.default_parts, English), shown translated.
 LOAD_MESSAGES = (
     N_("Starting"),
     N_("Assembling {role} GGUF: part {part}/{parts}"),
@@ -191,7 +198,7 @@ def retry_load() -> None:
 
 def connect_remote() -> None:
     """The Connect button: check the address, then (re)start the remote pair's loader."""
-    from specviz.remote import normalise_url
+    from specviz.models.remote import normalise_url
 
     ss = st.session_state
     try:

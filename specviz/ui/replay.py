@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import BadInput, RunConfig, Trace
 from specviz import figures as F
-from specviz import trace_schema
-from specviz.i18n import N_, Translator
-from specviz.trace import trace_upto
+from specviz.record import schema as trace_schema
+from specviz.record.errors import BadInput
+from specviz.record.i18n import N_, Translator
+from specviz.record.run_config import RunConfig
+from specviz.record.run_trace import Trace, trace_upto
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
 from specviz.ui.state import draft_head_label
@@ -23,7 +24,7 @@ from specviz.ui.view import RunView, animate_round
 
 
 def load_trace_file(data: bytes | str) -> Trace:
-    """A Trace from JSON bytes or text, checked against the trace schema (specviz.trace_schema);
+    """A Trace from JSON bytes or text, checked against the trace schema (specviz.record.schema);
     otherwise a BadInput in the page's language naming the field at fault and its value."""
     try:
         return Trace.from_json(trace_schema.decode(data) if isinstance(data, bytes) else data)

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz import BadInput, Trace, parallel
-from specviz import costs as C
+from specviz.measure import branch_costs
+from specviz.measure import forward_costs as C
+from specviz.record.errors import BadInput
+from specviz.record.run_trace import Trace
+from specviz.replay import latency
+from specviz.replay import what_if as parallel
 from specviz.ui.chrome import recorded_traces
 from specviz.ui.lang import _
 from specviz.ui.replay import load_trace_file
@@ -83,14 +87,14 @@ def load_source(sources: dict, label: str | None) -> tuple[Trace | None, str | N
         return None, _("That run cannot be read: ") + str(exc)
 
 
-def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str, bool]:
+def schedule_costs(trace: Trace) -> tuple[latency.LatencyModel, str, bool]:
     """The costs to replay ``trace`` with, a sentence saying where they come from, and
     whether they are this machine's measured passes: those measured for the run's pair,
-    device and dtype at the run's own context (``parallel.replay_context``) when cached,
+    device and dtype at the run's own context (``branch_costs.replay_context``) when cached,
     with the run's own prefills and bookkeeping; else all from the run. What the run did not
     time (SSD's batched passes) the Parallel page measures itself (``parallel.QuickCosts``)."""
     cfg = trace.config
-    ctx = parallel.replay_context(trace)
+    ctx = branch_costs.replay_context(trace)
     found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype, context_length=ctx)
     model = parallel.costs_for(trace, found)
     if found is None:
@@ -104,7 +108,7 @@ def schedule_costs(trace: Trace) -> tuple[C.LatencyModel, str, bool]:
     return model, note, True
 
 
-def verify_curve(pair) -> C.LatencyModel | None:
+def verify_curve(pair) -> latency.LatencyModel | None:
     """This machine's verify-cost curve for ``pair`` (its device and dtype) at the curve's
     context, when one was measured (the Cost curve page, ``specviz cost-curve``); else None."""
     if pair is None:
@@ -112,4 +116,4 @@ def verify_curve(pair) -> C.LatencyModel | None:
     ctx = C.curve_context_length(pair.context_length, C.SPARSE_CURVE_GRID)
     found = C.cached_curve(pair.draft_name, pair.target_name, str(pair.device), pair.dtype, ctx,
                            grids=(C.CURVE_GRID, C.SPARSE_CURVE_GRID, C.LATENCY_GRID))
-    return C.latency_model(found[0], meta=found[1]) if found is not None else None
+    return latency.latency_model(found[0], meta=found[1]) if found is not None else None

@@ -17,19 +17,20 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from specviz import BadInput, ModelPair, RunConfig, Trace, server_mode
-from specviz import metrics as M
-from specviz.compare import Comparison
-from specviz.draft_head import SIZES
-from specviz.i18n import N_, Translator, translate_known
-from specviz.race import Race, baseline_key, why_not_reuse
-from specviz.trace import Round
-from specviz.ui import links
+from specviz.analysis import metrics as M
+from specviz.analysis.compare import Comparison
+from specviz.measure.race import Race, baseline_key, why_not_reuse
+from specviz.models.draft_head import SIZES
+from specviz.models.pair import ModelPair
+from specviz.record.errors import BadInput
+from specviz.record.i18n import N_, Translator, translate_known
+from specviz.record.run_config import RunConfig
+from specviz.record.run_trace import Round, Trace
+from specviz.record.validate import check, encode_prompt
+from specviz.ui import links, server_mode
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
 from specviz.ui.lang import _
 from specviz.ui.pair import pair_key
-from specviz.validate import check, encode_prompt
-
 
 CUSTOM = N_("custom")  # a prompt that is none of the examples (stored in English, shown as _(CUSTOM))
 

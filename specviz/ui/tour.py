@@ -9,7 +9,7 @@ The functions that change it take any mapping (``st.session_state`` in the app, 
 the tests). Each ``Step`` names the page it happens on, the widget or figure it points at
 (a widget by the label the page shows), what to do in one or two sentences, and a CSS
 selector of the element the step bar outlines. ``render_start`` draws the Start here page;
-``render_bar`` the step bar that every page draws at its top (chrome.page_chrome) while the
+``render_bar`` the step bar that every page draws at its top (frame.page_chrome) while the
 tour runs.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from specviz.i18n import N_, Translator
+from specviz.record.i18n import N_, Translator
 from specviz.ui.chrome import PAGES, TRACES_DIR, keep_choices, translator
 from specviz.ui.lang import _
 

@@ -21,14 +21,13 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from specviz import Trace
-from specviz import exports
 from specviz import figures as F
-from specviz import metrics as M
-from specviz.compare import compare, explain, stop_reason_text  # noqa: F401  (stop_reason_text: the controller's)
+from specviz.analysis import metrics as M
+from specviz.analysis.compare import compare, explain, stop_reason_text  # noqa: F401  (stop_reason_text: the controller's)
+from specviz.figures import exports
 from specviz.figures.history import delta_label
-from specviz.i18n import N_, Translator, translate_known
-from specviz.trace import rounds_text, trace_at, trace_upto
+from specviz.record.i18n import N_, Translator, translate_known
+from specviz.record.run_trace import Trace, rounds_text, trace_at, trace_upto
 from specviz.ui.lang import _
 from specviz.ui.state import LiveState, PromptRead
 
@@ -183,7 +182,7 @@ class RunView:
 
     def race(self, state: LiveState | None, progress: tuple[int, int] | None = None) -> None:
         """The race against the target alone: progress while it runs, then the speedup
-        (one stored value, one formatter: specviz.metrics), the exactness verdict, and
+        (one stored value, one formatter: specviz.analysis.metrics), the exactness verdict, and
         where the baseline came from."""
         if self.race_fig_ph is None:
             return
@@ -254,7 +253,7 @@ class RunView:
             self.race_fig_ph.empty()
 
 
-# specviz.race's reasons for not reusing a stored baseline (English), shown translated.
+# specviz.measure.race's reasons for not reusing a stored baseline (English), shown translated.
 NOT_REUSED = (N_("it is {minutes} min old"), N_("no draft passes to compare the machine's speed by"),
               N_("draft passes now take {now} ms against {then} ms then"))
 def baseline_line(race) -> str:
@@ -265,7 +264,7 @@ def baseline_line(race) -> str:
         return _("Baseline reused from run {run}, measured {minutes:.0f} min ago with the same pair, prompt and "
                  "settings; the machine's draft passes still take the same time (γ does not change the "
                  "target-alone run).").format(run=b.run, minutes=age / 60)
-    if race.fair is False:  # not "the same conditions": specviz.race.same_load
+    if race.fair is False:  # not "the same conditions": specviz.measure.race.same_load
         return _("Baseline measured just now, right after the speculative run, but the machine's load changed "
                  "between the two runs.")
     if race.not_reused_because and race.reuse:
@@ -276,14 +275,14 @@ def baseline_line(race) -> str:
 
 
 def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -> str:
-    """The race's exactness verdict in the page's language: ``specviz.compare.explain``, the
+    """The race's exactness verdict in the page's language: ``specviz.analysis.compare.explain``, the
     CLI's own words (English with the default ``tr``)."""
     return explain(ar, sd, tokenizer, tr)
 
 
 def theory_line(trace: Trace) -> str | None:
     """What the closed form says about this run's measured α and c, in one sentence."""
-    from specviz import theory
+    from specviz.analysis import theory
 
     s = F.live_summary(trace)
     c, gamma = s.get("cost_ratio_c"), trace.config.gamma

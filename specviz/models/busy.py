@@ -1,0 +1,213 @@
+"""What else ran while a run was timed, and how a run finds out.
+
+Two kinds of competition slow a run's forward passes, and a run must not pass the slower
+timings off as the pair's own:
+
+* heavy work in this process: a model load or a dtype cast in another thread (the app loads
+  pairs off the script thread). ``heavy(label)`` wraps such work, and
+  ``overlapping(start_ns, end_ns)`` names the jobs that ran during a span of timed work;
+* other processes on the same cores: a browser, a video call, an indexer, another copy of the
+  app. A ``CpuMeter`` measures the CPU time they took during the timed spans (a sample at
+  each span's start and end, never per kernel), as a share in cores:
+
+      other = (busy CPU time of this process's CPUs) - (this process's own CPU time)
+      share = sum of other over the timed spans / sum of their wall time
+
+  busy = user + nice + system + irq + softirq of each CPU in this process's affinity (not
+  idle, iowait or steal: steal is the hypervisor's, not a process's). A share of 0.9 is
+  another program taking 90% of one core. ``CpuMeter.busy`` says whether it is enough to
+  mark the run (``BUSY_CORES``, beyond the counters' resolution: ``is_busy``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import itertools
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import psutil
+
+from specviz.record.contention import OTHER_PROCESSES, Contention
+
+KEEP = 64  # finished jobs remembered (a run asks about its last few seconds only)
+
+
+BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")  # of psutil.cpu_times(percpu=True)
+
+
+# The kernel counts CPU time in ticks of 1/CLK_TCK s (10 ms): each span's busy time is off by up
+# to a tick per counter, so a share is judged only once it is clear of that (``busy``).
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+# Other processes' share of the cores, in cores, from which a run is marked as timed on a busy
+# machine. Chromium showing the Live page at 1280x720 during a full-speed Run costs, during the
+# engine's timed spans (bench/busy_threshold.py, 2-core EPYC VM, other test runs beside it):
+#   tiny pair, 11 runs: 0.20-0.48 cores, median 0.30 (the highest: the first run after the page opened);
+#   default pair (bf16, 24 tokens), 2 runs: 0.16 and 0.17.
+# Those were measured on a loaded machine, where Chromium got less CPU. On a quiet machine the
+# tiny pair's short runs (~0.2 s) with the browser beside them tripped 0.6 every time
+# (tests/test_busy_browser.py), so the mark sits at 0.9: above that, below the 1+ cores of two
+# busy programs; one CPU-bound program beside a run on both of two cores (~0.67) is not caught.
+BUSY_CORES = 0.9
+
+
+@dataclass
+class Job:
+    label: str
+    start_ns: int
+    end_ns: int | None = None  # None while running
+    thread: int = 0
+
+
+_lock = threading.Lock()
+
+
+_jobs: dict[int, Job] = {}
+
+
+_ids = itertools.count()
+
+
+@contextlib.contextmanager
+def heavy(label: str) -> Iterator[None]:
+    """Mark the work inside as heavy for as long as it runs."""
+    job_id = next(_ids)
+    with _lock:
+        _jobs[job_id] = Job(label, time.perf_counter_ns(), thread=threading.get_ident())
+    try:
+        yield
+    finally:
+        with _lock:
+            _jobs[job_id].end_ns = time.perf_counter_ns()
+            done = sorted(i for i, j in _jobs.items() if j.end_ns is not None)
+            for old in done[:-KEEP]:
+                del _jobs[old]
+
+
+def overlapping(start_ns: int, end_ns: int) -> list[str]:
+    """Labels of heavy jobs in other threads that ran at some moment of [start_ns, end_ns]."""
+    me = threading.get_ident()
+    with _lock:
+        return sorted({
+            j.label for j in _jobs.values()
+            if j.thread != me and j.start_ns < end_ns and (j.end_ns is None or j.end_ns > start_ns)
+        })
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """The CPU counters at one moment (seconds)."""
+
+    wall_s: float  # time.perf_counter()
+    busy_s: float  # busy time of this process's CPUs, every process's (busy_seconds)
+    own_s: float  # this process's own CPU time, all its threads (user + system)
+
+
+def busy_seconds(per_cpu: Sequence, cpus: Iterable[int]) -> float:
+    """Busy CPU time of the CPUs ``cpus``: user + nice + system + irq + softirq of each row of
+    ``per_cpu`` (psutil.cpu_times(percpu=True)); a field a platform lacks counts 0."""
+    return sum(getattr(per_cpu[i], f, 0.0) for i in cpus if i < len(per_cpu) for f in BUSY_FIELDS)
+
+
+def own_seconds(times) -> float:
+    """A process's own CPU time: user + system of psutil.Process().cpu_times()."""
+    return times.user + times.system
+
+
+def other_seconds(start: CpuSample, end: CpuSample) -> float:
+    """CPU time other processes took on this process's CPUs between two samples: the busy
+    time's growth less this process's own (negative within the counters' resolution)."""
+    return (end.busy_s - start.busy_s) - (end.own_s - start.own_s)
+
+
+def cpu_share(other_s: float, wall_s: float) -> float | None:
+    """Cores other processes took on average: other CPU time / wall time (None without time)."""
+    return max(0.0, other_s / wall_s) if wall_s > 0 else None
+
+
+def resolution_s(spans: int, cpus: int, tick_s: float = TICK_S) -> float:
+    """How far the other-process CPU time of ``spans`` spans may be off, one standard deviation:
+    each span reads every CPU's busy counters and the process's own, each truncated to a tick
+    (an error uniform in a tick: sd tick/sqrt(6) per difference), independent from span to span."""
+    counters = 2 * cpus + 2  # user and system of each CPU (the others rarely move), the process's two
+    return tick_s * math.sqrt(spans * counters / 6)
+
+
+def is_busy(other_s: float, wall_s: float, spans: int, cpus: int, threshold: float | None = None,
+            tick_s: float = TICK_S) -> bool:
+    """Whether other processes took at least ``threshold`` cores (default ``BUSY_CORES``) over
+    ``wall_s`` seconds of timed spans, by more than three times the counters' resolution (so a
+    short run on a quiet machine, a few ticks off, is not marked)."""
+    threshold = BUSY_CORES if threshold is None else threshold
+    return wall_s > 0 and other_s - threshold * wall_s > 3 * resolution_s(spans, cpus, tick_s)
+
+
+class CpuMeter:
+    """Other processes' CPU time over a run's timed spans: ``start()`` at each span's start,
+    ``stop()`` at its end (about 60 µs each: two reads of /proc on Linux). ``share`` is the
+    cores they took on average; ``busy()`` whether that marks the run."""
+
+    def __init__(self) -> None:
+        self._proc = psutil.Process()
+        try:
+            self.cpus = sorted(self._proc.cpu_affinity())
+        except (AttributeError, psutil.Error):  # no affinity on this platform (macOS): every CPU
+            self.cpus = list(range(psutil.cpu_count() or 1))
+        self.other_s = 0.0
+        self.wall_s = 0.0
+        self.spans = 0
+        self._start: CpuSample | None = None
+
+    def sample(self) -> CpuSample:
+        busy = busy_seconds(psutil.cpu_times(percpu=True), self.cpus)
+        return CpuSample(time.perf_counter(), busy, own_seconds(self._proc.cpu_times()))
+
+    def start(self) -> None:
+        if self._start is None:
+            self._start = self.sample()
+
+    def stop(self) -> None:
+        if self._start is not None:
+            end = self.sample()
+            self.other_s += other_seconds(self._start, end)
+            self.wall_s += end.wall_s - self._start.wall_s
+            self.spans += 1
+            self._start = None
+
+    @property
+    def share(self) -> float | None:
+        return cpu_share(self.other_s, self.wall_s)
+
+    def busy(self) -> bool:
+        return is_busy(self.other_s, self.wall_s, self.spans, len(self.cpus))
+
+
+def entries(jobs: Iterable[str], meter: CpuMeter | None) -> list[Contention]:
+    """A run's contention list: the heavy jobs by label, then other processes when they
+    took enough of the cores (``CpuMeter.busy``), with their share rounded to 0.01 core."""
+    found = [Contention(j) for j in sorted(set(jobs))]
+    if meter is not None and meter.busy():
+        found.append(Contention(OTHER_PROCESSES, round(meter.share, 2)))
+    return found
+
+
+def served_here(url: str) -> bool:
+    """Whether a remote target's server runs on this machine (a loopback address): its CPU
+    time is then the run's own work, not competition, and other processes go unmeasured."""
+    host = urlsplit(url).hostname if url else None
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,57 @@
+"""What a run was asked to do (``RunConfig``: everything needed to reproduce it), and the names
+a trace uses: its schema version, its lanes, its event kinds and its summary keys. Shared by
+the record (``run_trace``), its schema and validation, with no loading in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 3
+
+LANES = ("draft", "target")
+FORWARD_KINDS = frozenset({"prefill", "draft_forward", "verify_forward", "target_forward"})
+# "network": a remote target's request, outside the server's compute (specviz/models/remote.py)
+EVENT_KINDS = FORWARD_KINDS | {"sample", "rollback", "lookup", "network"}
+
+SUMMARY_KEYS = (
+    "new_tokens",
+    "rounds",
+    "wall_ms",
+    "tokens_per_second",
+    "acceptance_rate",
+    "mean_acceptance_length",
+    "per_position_acceptance",
+    "draft_forward_ms_median",
+    "target_forward_ms_median",
+    "cost_ratio_c",
+    "draft_idle_fraction",
+    "target_idle_fraction",
+    "overhead_ms",
+    "ttft_ms",
+)
+
+
+@dataclass
+class RunConfig:
+    """Everything needed to reproduce a run."""
+
+    mode: str = "speculative"  # "speculative" | "autoregressive"
+    draft: str = ""
+    target: str = ""
+    device: str = "cpu"
+    dtype: str = "float32"
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    prompt: str = ""
+    chat: bool = True
+    max_new_tokens: int = 64
+    stop: list[str] = field(default_factory=list)
+    drafter: str = "model"
+    policy: str = "constant"
+    draft_vocab: int = 0  # > 0: the draft's head cut to this many most frequent ids (FR-Spec)
+    draft_quant: str = "none"  # "int8": the draft's Linears dynamic int8 (specviz/models/int8.py)
+    target_url: str = ""  # the target on this vLLM server (specviz/models/remote.py); "" = a local target
