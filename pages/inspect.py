@@ -8,7 +8,7 @@ from specviz import ui
 from specviz.analysis import round_story as insp
 from specviz.analysis.marks import printable
 from specviz.analysis.metrics import fmt_ms
-from specviz.figures import inspect as FI
+from specviz.figures import round_story as FI
 from specviz.record.i18n import MILLISECONDS
 from specviz.record.run_trace import trace_upto
 from specviz.ui.lang import _, language_switch

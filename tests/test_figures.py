@@ -400,7 +400,7 @@ def test_exported_timeline_title_escapes_the_pair():
 
 def test_inspector_bars_escape_token_text():
     from specviz.analysis.round_story import Candidate, Position
-    from specviz.figures import inspect as FI
+    from specviz.figures import round_story as FI
 
     cands = [Candidate(1, "<b>", 0.5, 0.4), Candidate(2, "<br>", 0.2, 0.5), Candidate(3, "a&b", 0.1, 0.05)]
     pos = Position(index=0, greedy=True, verdict="rejected", token=1, text="<b>", q=0.5, p=0.4,

@@ -298,6 +298,25 @@ def _compare(pair, config: RunConfig, style: Style, args: argparse.Namespace) ->
         })
 
 
+def _fill_missing(pair, trace: Trace, settings, model, measured: bool):
+    """``model`` with the passes the replays need and the run did not time (SSD's batched
+    branches, its glue pass, the target's one-token pass for ×alone) measured now, as the
+    Parallel page does (specviz.measure.branch_costs): never the nearest pass standing in for
+    them. A remote target's passes cannot be timed here: those stay unknown. Returns (the
+    costs, the passes measured as text, the passes still unknown)."""
+    from specviz.measure import branch_costs
+    from specviz.replay import what_if
+
+    missing = set().union(*what_if.missing_passes(trace, settings, measured).values())
+    here = {p for p in missing if p[0] == "draft" or pair.target is not None}
+    if not here:
+        return model, "", missing
+    ratios = branch_costs.measure_ratios(pair, trace.config, branch_costs.replay_context(trace, pair.context_length),
+                                         here, what_if.references(trace))
+    text = ", ".join(f"{m} ×{b} over {k}" for m, b, k in sorted(ratios))
+    return what_if.fill_in(model, trace, ratios), text, missing - here
+
+
 def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) -> None:
     """A real greedy run, replayed under every schedule (specviz.replay.what_if), with the serial
     replay checked against the run itself."""
@@ -320,9 +339,17 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
                 bar.close()
     model = parallel.costs_for(trace, measured)
     settings = parallel.settings_for(trace, fanout=args.fanout, fanout_mode=args.fanout_mode)
+    model, filled, unknown = _fill_missing(pair, trace, settings, model, measured is not None)
+    if filled:
+        print(style.dim(f"measured just now, each beside the run's own pass it is scaled to: {filled} "
+                        "(passes the run did not make)"))
+    if unknown:
+        print(style.dim("a remote target's passes cannot be timed here, and the run did not make "
+                        f"{', '.join(f'{m} ×{b} over {k}' for m, b, k in sorted(unknown))}: ×alone is not shown"))
     results = parallel.replay(trace, model, settings)
     check = parallel.check_serial(trace, model)
-    alone = parallel.target_alone_ms(model, len(trace.output_ids))
+    # the target alone: from its one-token pass, never from the run's shortest verify standing in
+    alone = None if ("target", 1, 1) in unknown else parallel.target_alone_ms(model, len(trace.output_ids))
     serial_ms = results["serial"].wall_ms
     rows_out = {}
     print(f"\n{'schedule':<8} {'tok/s':>7} {'rounds':>6} {'×alone':>7} {'×serial':>7} {'draft idle':>10} "
@@ -330,13 +357,14 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
     for name, r in results.items():
         rows_out[name] = {
             "tokens_per_second": r.tokens_per_second, "rounds": r.rounds, "wall_ms": r.wall_ms,
-            "speedup_vs_target_alone": alone / r.wall_ms, "speedup_vs_serial": serial_ms / r.wall_ms,
+            "speedup_vs_target_alone": alone / r.wall_ms if alone else None, "speedup_vs_serial": serial_ms / r.wall_ms,
             "draft_idle_fraction": r.draft_idle_fraction, "target_idle_fraction": r.target_idle_fraction,
             "hit_rate": r.hit_rate, "branches_per_round": r.branches_per_round,
             "wasted_draft_ms": r.wasted_draft_ms,
         }
         hits = "" if r.hit_rate is None else f"{r.hit_rate:.0%}"
-        print(f"{name:<8} {r.tokens_per_second:7.2f} {r.rounds:6d} {alone / r.wall_ms:7.2f} "
+        vs_alone = f"{alone / r.wall_ms:7.2f}" if alone else f"{'–':>7}"
+        print(f"{name:<8} {r.tokens_per_second:7.2f} {r.rounds:6d} {vs_alone} "
               f"{serial_ms / r.wall_ms:7.2f} {r.draft_idle_fraction:10.0%} {r.target_idle_fraction:11.0%} {hits:>8}")
     verdict = "agrees" if check.ok else "DOES NOT agree"
     print(f"\nserial replay {verdict} with the real run: {check.sim_rounds} rounds vs {check.real_rounds} "

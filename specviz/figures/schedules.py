@@ -48,9 +48,9 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
             axis_id = "" if row == 1 else str(row)  # in the lane's title row, at its right end
             fig.add_annotation(xref=f"x{axis_id} domain", yref=f"y{axis_id} domain", x=1, y=1, xanchor="right",
                                yanchor="bottom", showarrow=False, font=dict(size=13, color=FINISH.get(name, TARGET)),
-                               text="<b>" + tr(N_("cut: ends at {time} ▶")).format(time=fmt_ms(result.wall_ms))
+                               text="<b>" + tr(N_("cut: ends at {time} ▶")).format(time=fmt_ms(result.wall_ms, tr))
                                + "</b>")
-    base_layout(fig, height, axis, None)
+    base_layout(fig, height, axis, None, tr)
     remote = any(e.kind == "network" for r in results.values() for e in r.trace.events)
     fig.update_layout(margin=dict(t=TOP_MARGIN + LEGEND_ROW * remote),
                       legend=dict(yref="container", y=1.0, yanchor="top"))

@@ -31,7 +31,7 @@ from specviz.figures.palette import (
     PENDING,
     TARGET,
 )
-from specviz.record.i18n import N_, Translator
+from specviz.record.i18n import MILLISECONDS, N_, Translator
 from specviz.record.run_trace import Event, Round, Trace, is_draft_step, is_verify_step
 
 BAR_WIDTH = 0.62
@@ -119,8 +119,10 @@ def _tokens_list(pieces: list[str], limit: int = 12) -> str:
     return shown + (" …" if len(pieces) > limit else "")
 
 
-def _timing(e: Event) -> str:
-    return f"{fmt_ms(e.duration_ms)} ({e.start_ms:.1f}–{e.end_ms:.1f} ms)"
+def _timing(e: Event, tr: Translator = N_) -> str:
+    """A pass's duration and its span on the run's clock, in ``tr``'s unit words."""
+    span = tr(MILLISECONDS).format(ms=f"{e.start_ms:.1f}–{e.end_ms:.1f}")
+    return f"{fmt_ms(e.duration_ms, tr)} ({span})"
 
 
 def _draft_bar(rnd: Round, i: int, e: Event, verified: bool, tr: Translator = N_) -> tuple[str, Bar]:
@@ -136,13 +138,13 @@ def _draft_bar(rnd: Round, i: int, e: Event, verified: bool, tr: Translator = N_
             n=rnd.index + 1, tokens=len(e.tokens))
         row = "prefill"
     what = tr(N_("proposes {token} → {verdict}")).format(token=_tok(tok), verdict=verdict)
-    return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>{what}")
+    return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e, tr)}<br>{what}")
 
 
 def _lookup_bar(rnd: Round, e: Event, tr: Translator = N_) -> Bar:
     head = tr(N_("round {n} · n-gram lookup")).format(n=rnd.index + 1)
     what = tr(N_("proposes {tokens}")).format(tokens=_tokens_list(rnd.proposed_text))
-    return Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{fmt_ms(e.duration_ms)}<br>{what}")
+    return Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{fmt_ms(e.duration_ms, tr)}<br>{what}")
 
 
 def _target_bar(rnd: Round, e: Event, autoregressive: bool, tr: Translator = N_) -> tuple[str, Bar]:
@@ -168,13 +170,13 @@ def _target_bar(rnd: Round, e: Event, autoregressive: bool, tr: Translator = N_)
     if e.kind == "prefill":
         title += tr(N_(", which also reads the prompt ({tokens} tokens)")).format(tokens=len(e.tokens) - n)
         row = "prefill"
-    return row, Bar("target", e.start_ms, e.duration_ms, f"<b>{title}</b><br>{_timing(e)}<br>{what}")
+    return row, Bar("target", e.start_ms, e.duration_ms, f"<b>{title}</b><br>{_timing(e, tr)}<br>{what}")
 
 
 def _network_bar(rnd: Round, e: Event, tr: Translator = N_) -> Bar:
     head = tr(N_("round {n} · remote target: network, HTTP and queue")).format(n=rnd.index + 1)
     what = tr(N_("the request's time outside the server's compute (from the server's own metrics)"))
-    return Bar("target", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e)}<br>{what}")
+    return Bar("target", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e, tr)}<br>{what}")
 
 
 def bar_rows(trace: Trace, tr: Translator = N_) -> dict[str, list[Bar]]:
@@ -214,10 +216,10 @@ def wait_bars(trace: Trace, lanes: list[str], tr: Translator = N_) -> list[Bar]:
         spans = [part for gap in idle_intervals(trace, lane) for part in _subtract(gap, network)]
         for s, e in spans:
             d, o = e - s, _overlap((s, e), busy)
-            why = (tr(WAITING_FOR[other]).format(ms=fmt_ms(o)) if o > 0.05 * d
+            why = (tr(WAITING_FOR[other]).format(ms=fmt_ms(o, tr)) if o > 0.05 * d
                    else tr(N_("sampling, rollback and bookkeeping")))
             title = tr(IDLE_TITLE[lane])
-            bars.append(Bar(lane, s, d, f"<b>{title}</b><br>{fmt_ms(d)} ({s:.1f}–{e:.1f} ms)<br>{why}"))
+            bars.append(Bar(lane, s, d, f"<b>{title}</b><br>{fmt_ms(d, tr)} ({tr(MILLISECONDS).format(ms=f'{s:.1f}–{e:.1f}')})<br>{why}"))
     return bars
 
 
@@ -318,7 +320,7 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
                      range=[-0.6, len(lanes) - 0.25], showgrid=False, zeroline=False, fixedrange=True, **where)
 
 
-def base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) -> None:
+def base_layout(fig: go.Figure, height: int, x_max: float, title: str | None, tr: Translator = N_) -> None:
     fig.update_layout(
         height=height,
         barmode="overlay",
@@ -329,7 +331,7 @@ def base_layout(fig: go.Figure, height: int, x_max: float, title: str | None) ->
         hovermode="closest",
         title=dict(text=title, font=dict(size=16), y=0.98) if title else None,
     )
-    fig.update_xaxes(range=[0, max(x_max, 1.0) * 1.02], ticksuffix=" ms", separatethousands=True,
+    fig.update_xaxes(range=[0, max(x_max, 1.0) * 1.02], ticksuffix=tr(MILLISECONDS).format(ms=""), separatethousands=True,
                      showgrid=True, zeroline=False)
 
 
@@ -340,7 +342,7 @@ def timeline_figure(trace: Trace, x_max: float | None = None, height: int = 240,
     fraction of each lane by its name. ``tr`` translates the text (default: English)."""
     fig = go.Figure()
     add_timeline(fig, trace, tr=tr)
-    base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title)
+    base_layout(fig, height, x_max if x_max is not None else trace.wall_ms, title, tr)
     fig.update_layout(margin=dict(b=28))
     return fig
 
@@ -352,11 +354,11 @@ def export_title(trace: Trace, tr: Translator = N_) -> str:
     cfg = trace.config
     if cfg.mode == "speculative":
         run = tr(N_("Speculative, γ={gamma}: {tokens} tokens in {time}")).format(
-            gamma=cfg.gamma, tokens=s.get("new_tokens", 0), time=fmt_ms(trace.wall_ms))
+            gamma=cfg.gamma, tokens=s.get("new_tokens", 0), time=fmt_ms(trace.wall_ms, tr))
         pair = " → ".join(name for name in (cfg.draft, cfg.target) if name)
     else:
         run = tr(N_("Autoregressive, target alone: {tokens} tokens in {time}")).format(
-            tokens=s.get("new_tokens", 0), time=fmt_ms(trace.wall_ms))
+            tokens=s.get("new_tokens", 0), time=fmt_ms(trace.wall_ms, tr))
         pair = cfg.target
     return f"{run} · {pair}" if pair else run
 
@@ -378,12 +380,12 @@ def timeline_export_figure(trace: Trace, height: int = 300, tr: Translator = N_)
 def _race_titles(sd: Trace, ar: Trace | None, tr: Translator = N_) -> list[str]:
     sd_s = live_summary(sd)
     titles = [tr(N_("Speculative, γ={gamma}: {tokens} tokens in {time}")).format(
-        gamma=sd.config.gamma, tokens=sd_s["new_tokens"], time=fmt_ms(sd.wall_ms))]
+        gamma=sd.config.gamma, tokens=sd_s["new_tokens"], time=fmt_ms(sd.wall_ms, tr))]
     if ar is None:
         return titles + [tr(N_("Autoregressive, target alone: not run yet"))]
     ar_s = live_summary(ar)
     return titles + [tr(N_("Autoregressive, target alone: {tokens} tokens in {time}")).format(
-        tokens=ar_s["new_tokens"], time=fmt_ms(ar.wall_ms))]
+        tokens=ar_s["new_tokens"], time=fmt_ms(ar.wall_ms, tr))]
 
 
 def race_figure(sd: Trace, ar: Trace | None, height: int = 380, tr: Translator = N_) -> go.Figure:
@@ -395,7 +397,7 @@ def race_figure(sd: Trace, ar: Trace | None, height: int = 380, tr: Translator =
     add_timeline(fig, sd, row=1, legend=False, tr=tr, axis_ms=axis)  # the timeline above carries the legend
     if ar is not None:
         add_timeline(fig, ar, row=2, legend=False, tr=tr, axis_ms=axis)
-    base_layout(fig, height, axis, None)
+    base_layout(fig, height, axis, None, tr)
     fig.update_layout(margin=dict(t=34), showlegend=False)
     fig.update_annotations(font=dict(size=14), xanchor="left", x=0)
     for row, run, color in ((1, sd, ACCEPTED), (2, ar, TARGET)):
