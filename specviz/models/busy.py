@@ -48,14 +48,14 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
 # Other processes' share of the cores, in cores, from which a run is marked as timed on a busy
-# machine. Chromium showing the Live page at 1280x720 during a full-speed Run costs, during the
-# engine's timed spans (bench/busy_threshold.py, 2-core EPYC VM, other test runs beside it):
-#   tiny pair, 11 runs: 0.20-0.48 cores, median 0.30 (the highest: the first run after the page opened);
-#   default pair (bf16, 24 tokens), 2 runs: 0.16 and 0.17.
-# Those were measured on a loaded machine, where Chromium got less CPU. On a quiet machine the
-# tiny pair's short runs (~0.2 s) with the browser beside them tripped 0.6 every time
-# (tests/test_busy_browser.py), so the mark sits at 0.9: above that, below the 1+ cores of two
-# busy programs; one CPU-bound program beside a run on both of two cores (~0.67) is not caught.
+# machine. What Chromium showing the Live page at 1280x720 during a full-speed Run costs over the
+# engine's timed spans (bench/busy_threshold.py, 2-core EPYC VM, nothing else running):
+#   tiny pair (runs of ~1 s, the page redrawing all the time), 5 runs: Chromium 0.65-0.90 cores,
+#     all other processes 0.76-0.96 (median 0.86), none marked (the counters' resolution margin);
+#   default pair (bf16, 34 s of timed work), quiet: 0.24 cores (0.17-0.18 with other work beside it).
+# So the mark sits at 0.9: above the browser on the real pair by a wide margin and at the tiny
+# pair's edge; below the 1+ cores of two busy programs. One CPU-bound program beside a run that
+# uses both of two cores (~0.67 of a core) is not caught.
 BUSY_CORES = 0.9
 
 
