@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.models.int8 import int8_linear
 from specviz.record.errors import BadInput
 
 RANKS_DIR = Path(__file__).resolve().parents[2] / "assets" / "token_ranks"
@@ -91,8 +92,6 @@ class CutHead:
         with torch.no_grad():
             self.weight = head.weight.index_select(0, self.ids).clone()
         if int8:  # the kept rows as a dynamic int8 linear, for the int8 draft body (specviz/models/int8.py)
-            from specviz.models.int8 import int8_linear
-
             self.linear = int8_linear(self.weight)
             self.weight = None
 

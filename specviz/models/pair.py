@@ -39,6 +39,8 @@ from specviz.models.draft_head import (
 )
 from specviz.models.int8 import int8_model
 from specviz.models.kv import KVModel
+from specviz.models.remote import RemoteKV, RemoteTarget
+from specviz.models.tiny_pair import tiny_models, tiny_token_ranks, tiny_tokenizer
 from specviz.record.errors import BadInput, ModelError
 from specviz.record.limits import DEVICES, PAIRS, check_quant
 
@@ -149,8 +151,6 @@ class ModelPair:
     def target_kv(self):
         """A fresh target with its own cache: a KVModel, or the remote target's (remote.RemoteKV)."""
         if self.remote is not None:
-            from specviz.models.remote import RemoteKV
-
             return RemoteKV(self.remote)
         return KVModel(self.target, self.device)
 
@@ -254,8 +254,6 @@ def load_pair(
 def _load_remote(pair, draft, target, url, model, device, dtype, progress: Progress) -> ModelPair:
     """The draft here, the target on a server (specviz/models/remote.py); the server is checked first,
     before a minute of loading."""
-    from specviz.models.remote import RemoteTarget
-
     start = time.perf_counter()
     if target is not None:
         raise BadInput("give a local --target or a --target-url, not both", "target_url")
@@ -294,12 +292,6 @@ def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelP
         raise BadInput("give both --draft and --target (or a pair name)")
 
     if pair == "tiny":
-        from specviz.models.tiny_pair import (
-            tiny_models,
-            tiny_token_ranks,
-            tiny_tokenizer,
-        )
-
         d, t = tiny_models()
         tok = tiny_tokenizer()
         result = ModelPair(

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from specviz.figures.theory import run_point
 from specviz.record.i18n import N_, Translator
 from specviz.ui.chrome import PAGES, TRACES_DIR, keep_choices, translator
 from specviz.ui.lang import _
+from specviz.ui.replay import load_trace_file
 
 STEP, FLAVOUR, PRESET, GOTO = "tour_step", "tour_flavour", "tour_preset", "tour_goto"
 FLAVOURS = {"live": N_("your own run (Live)"), "recorded": N_("a recorded run (no model needed)")}
@@ -212,9 +214,6 @@ def arrive(ss: MutableMapping, here: str, tr: Translator = _) -> dict[str, objec
 def recorded_point() -> tuple[float, float, int]:
     """The recorded run's α (from its tokens per round), c and γ, as Theory's sliders take them
     (α to 0.99, c to 1, γ to 16, two decimals): what "Use my run's α, c and γ" sets for a Live run."""
-    from specviz.figures.theory import run_point
-    from specviz.ui.replay import load_trace_file
-
     run = run_point(load_trace_file((TRACES_DIR / f"{RECORDED}.json").read_bytes()))
     alpha = round(min(max(run.alpha, 0.0), 0.99), 2)
     c = round(min(max(run.c, 0.0), 1.0), 2)
