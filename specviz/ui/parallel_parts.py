@@ -15,7 +15,8 @@ from specviz.record.errors import SpecvizError
 from specviz.replay import what_if as parallel
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
-from specviz.ui.parallel_page import ParallelState, Replay, real_key
+from specviz.ui.parallel_page import ParallelState, real_key
+from specviz.ui.parallel_replay import Replay
 
 
 def render_schedules(r: Replay) -> None:
