@@ -29,7 +29,8 @@ def _sources(*folders: str) -> str:
 def _page_source(page: str) -> str:
     """A page's file and the specviz.ui modules it draws with (``from specviz.ui import x, y``)."""
     text = (ROOT / page).read_text(encoding="utf-8")
-    names = [n.strip() for line in re.findall(r"^from specviz\.ui import ([\w, ]+)$", text, re.M) for n in line.split(",")]
+    imports = re.findall(r"^from specviz\.ui import ([\w, ]+)$", text, re.M)
+    names = [n.strip() for line in imports for n in line.split(",")]
     return "\n".join([text] + [(ROOT / "specviz" / "ui" / f"{n}.py").read_text(encoding="utf-8") for n in names
                                 if (ROOT / "specviz" / "ui" / f"{n}.py").is_file()])
 

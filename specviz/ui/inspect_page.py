@@ -95,7 +95,8 @@ def caption(story: insp.Story, rnd: Round, index: int, cfg: RunConfig, tr: Trans
     """Which round of which run, in which mode, on what."""
     mode = (tr(N_("greedy (temperature 0)")) if story.greedy
             else tr(N_("sampling at temperature {t:g}, seed {seed}")).format(t=cfg.temperature, seed=cfg.seed))
-    return tr(N_("Round {n} of {total} · {mode} · γ = {gamma} · {draft} → {target} on {device} in {dtype}")).format(
+    text = tr(N_("Round {n} of {total} · {mode} · γ = {gamma} · {draft} → {target} on {device} in {dtype}"))
+    return text.format(
         n=index + 1, total=story.total, mode=mode, gamma=rnd.gamma, draft=cfg.draft or tr(N_("draft")),
         target=cfg.target or tr(N_("target")), device=cfg.device, dtype=cfg.dtype)
 

@@ -48,7 +48,8 @@ def render_schedules(r: Replay) -> None:
                 c[0].metric(_("tokens / s"), f"{res.tokens_per_second:.1f}")
                 c[1].metric(_("vs serial"),
                             f"×{serial.wall_ms / res.wall_ms:.2f}" if "serial" not in r.waiting else "…")
-                st.metric(_("vs target alone"), f"×{res.tokens_per_second / r.alone_tps:.2f}" if r.alone_tps else "…",
+                st.metric(_("vs target alone"),
+                          f"×{res.tokens_per_second / r.alone_tps:.2f}" if r.alone_tps else "…",
                           help=_("This schedule's tokens per second over the target alone's (the caption under the "
                                  "chart says which)."))
                 st.caption(_("idle: draft {draft} / target {target}").format(
