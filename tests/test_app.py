@@ -19,7 +19,7 @@ from specviz.ui import view as ui_view
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py", "pages/inspect.py",
+PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py", "pages/inspect_round.py",
          "pages/sweep.py", "pages/theory.py", "pages/costs.py", "pages/server.py")
 TIMEOUT = 90
 

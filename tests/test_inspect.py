@@ -1,4 +1,4 @@
-"""The p/q inspector and the walkthrough of one round (pages/inspect.py).
+"""The p/q inspector and the walkthrough of one round (pages/inspect_round.py).
 
 * the record: sampling runs keep each judged draw u and the top-10 rows of q and p (and the
   residual at a rejection); greedy runs keep the rows and no draws; the seeded output is the
@@ -43,7 +43,7 @@ def _config(path: Path) -> dict:
 TRACES = [p for p in sorted((ROOT / "assets" / "traces").glob("*.json")) if _config(p)["mode"] == "speculative"]
 GREEDY = [p for p in TRACES if _config(p)["temperature"] == 0]
 APP = str(ROOT / "app.py")
-PAGE = "pages/inspect.py"
+PAGE = "pages/inspect_round.py"
 TIMEOUT = 90
 SAMPLING = dict(temperature=0.9, top_p=1.0, gamma=4, max_new_tokens=40)
 

@@ -38,7 +38,7 @@ LANGS = {"en": "en", "zh": "zh_CN"}  # ?lang= tag -> catalog
 DRAWN = {
     "pages/start.py": ".st-key-tour_start", "pages/live.py": ".st-key-run", "pages/replay.py": ".st-key-replay_play",
     "pages/parallel.py": ".st-key-parallel_source", "pages/about.py": ".katex-display",
-    "pages/inspect.py": ".st-key-inspect_source", "pages/theory.py": ".st-key-theory_alpha",
+    "pages/inspect_round.py": ".st-key-inspect_source", "pages/theory.py": ".st-key-theory_alpha",
     "pages/sweep.py": ".st-key-sweep_start", "pages/costs.py": ".st-key-costs_repeats",
     "pages/server.py": ".st-key-server_every",
 }

@@ -271,7 +271,7 @@ def test_the_shipped_remote_run_shows_its_network_time():
     assert "the recorded target-alone run of the same prompt and settings" in " ".join(c.value for c in at.caption)
 
 
-@pytest.mark.parametrize("page", [PAGE, "pages/inspect.py"])
+@pytest.mark.parametrize("page", [PAGE, "pages/inspect_round.py"])
 def test_recorded_target_alone_runs_are_not_offered(tmp_path, monkeypatch, page):
     """A recorded target-alone run has nothing drafted: the Parallel and Inspect pages leave it
     out of their choices (the Replay page keeps it, to race against and to replay). The run's

@@ -278,7 +278,7 @@ def test_figures_draw_full_partial_and_empty_results(tiny_pair):
     for g, y in zip(refined[0].x, refined[0].y):
         assert y == pytest.approx(full.baseline[PROMPTS[0]] * full.refined_speedup(PROMPTS[0], g))
     assert full.refined_speedup(PROMPTS[0], 99) is None
-    acc = acceptance_vs_gamma_figure(full, _=str.upper)
+    acc = acceptance_vs_gamma_figure(full, tr=str.upper)
     assert acc.layout.annotations[0].text == "ACCEPTANCE RATE"
     partial = S.aggregate(S.SweepResult(prompts=PROMPTS, gammas=[1, 2, 3], repeats=2, max_new_tokens=N,
                                         cells=[c for c in full.cells if c.gamma == 1]))
@@ -350,7 +350,7 @@ def test_the_page_estimates_runs_and_draws(tiny_app):
     assert len(at.get("plotly_chart")) == 2 and len(at.dataframe) == 1
     assert len(at.dataframe[0].value) == 2 * 3
     assert at.success and "Done: 16 runs" in at.success[0].value
-    assert len(at.session_state["sweep_done"]) == 16
+    assert len(at.session_state["tune_page"].done) == 16
     assert {b.label for b in at.get("download_button")} == {"Download CSV", "Download JSON"}
     at.run()  # the same settings again: nothing left to measure
     assert "16 of them were measured earlier" in " ".join(m.value for m in at.markdown)
@@ -376,7 +376,7 @@ def test_unmeasured_cells_show_a_dash(tiny_pair, tiny_app, monkeypatch):
     def stop_after_two(*a, **k):
         n["runs"] += 1
         if n["runs"] == 2:
-            st.session_state["sweep_running"] = False
+            st.session_state["tune_page"].running = False
         return real(*a, **k)
 
     monkeypatch.setattr(S, "measure_cell", stop_after_two)
@@ -400,14 +400,14 @@ def test_stop_on_the_page_keeps_the_partial_result(tiny_app, monkeypatch):
     def stop_after_three(*a, **k):
         n["runs"] += 1
         if n["runs"] == 3:  # as if Stop had been clicked during the third run
-            st.session_state["sweep_running"] = False
+            st.session_state["tune_page"].running = False
         return real(*a, **k)
 
     monkeypatch.setattr(S, "measure_cell", stop_after_three)
     at = tiny_app
     at.button(key="sweep_start").click().run()
     assert not at.exception, at.exception
-    assert n["runs"] == 3 and len(at.session_state["sweep_done"]) == 3
+    assert n["runs"] == 3 and len(at.session_state["tune_page"].done) == 3
     assert at.warning and "Stopped: 3 of 16 runs measured" in at.warning[0].value
     assert len(at.get("plotly_chart")) == 2 and len(at.dataframe[0].value) == 3
 

@@ -26,6 +26,15 @@ def _sources(*folders: str) -> str:
     return "\n".join(p.read_text(encoding="utf-8") for f in folders for p in sorted((ROOT / f).glob("*.py")))
 
 
+def _page_source(page: str) -> str:
+    """A page's file and the specviz.ui modules it draws with (``from specviz.ui import x, y``)."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    imports = re.findall(r"^from specviz\.ui import ([\w, ]+)$", text, re.M)
+    names = [n.strip() for line in imports for n in line.split(",")]
+    return "\n".join([text] + [(ROOT / "specviz" / "ui" / f"{n}.py").read_text(encoding="utf-8") for n in names
+                                if (ROOT / "specviz" / "ui" / f"{n}.py").is_file()])
+
+
 # --- the navigation ------------------------------------------------------------------------------
 
 def test_the_navigation_lists_every_page_once_start_here_first():
@@ -51,7 +60,7 @@ def test_a_step_points_at_what_its_page_draws(flavour, n, step):
     """The widget it names is a label its page (or a ui module) draws, its highlight's keys are
     widget keys there, and its links and page are pages of the app."""
     source = _sources("pages", "specviz/ui")
-    page_source = (ROOT / step.page).read_text(encoding="utf-8")
+    page_source = _page_source(step.page)
     if not step.figure:
         assert f'_("{step.widget}")' in page_source, (step.page, step.widget)
     for key in re.findall(r"\.st-key-([\w-]+)", step.highlight):

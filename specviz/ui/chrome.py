@@ -26,19 +26,22 @@ PAGES = {
     "pages/replay.py": (N_("Replay"), ":material/replay:"),
     "pages/parallel.py": (N_("Parallel"), ":material/view_week:"),
     "pages/about.py": (N_("How it works"), ":material/school:"),
-    "pages/inspect.py": (N_("Inspect a round"), ":material/troubleshoot:"),
+    "pages/inspect_round.py": (N_("Inspect a round"), ":material/troubleshoot:"),
     "pages/theory.py": (N_("Theory"), ":material/functions:"),
     "pages/sweep.py": (N_("Tune"), ":material/tune:"),
     "pages/costs.py": (N_("Cost curve"), ":material/show_chart:"),
     "pages/server.py": (N_("Server"), ":material/dns:"),
 }
+# A page whose URL is not its file's name: inspect_round.py (inspect.py would shadow the
+# standard library's inspect) keeps the /inspect that links and bookmarks already use.
+URLS = {"pages/inspect_round.py": "inspect"}
 # The top navigation's groups (shown as _(name)): "" holds the links shown one by one, every
 # other group is a menu. At 1280 px with the sidebar open the navigation gets about 710 px:
 # ten links do not fit (Streamlit folds the last ones into "N more", in English in every
 # language); four links and two menus take about 630 px in English, less in Chinese.
 NAV = {
     "": ("pages/start.py", "pages/live.py", "pages/replay.py", "pages/parallel.py"),
-    N_("Understand"): ("pages/about.py", "pages/inspect.py", "pages/theory.py"),
+    N_("Understand"): ("pages/about.py", "pages/inspect_round.py", "pages/theory.py"),
     N_("Tune and serve"): ("pages/sweep.py", "pages/costs.py", "pages/server.py"),
 }
 

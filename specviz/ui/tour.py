@@ -65,7 +65,7 @@ _NEXT = Step(
     N_("This page has the formulas behind what you saw. Then walk one round token by token in **{inspect}**, "
        "find this machine's best γ in **{tune}**, and measure how a verify pass grows with its tokens in "
        "**{costs}**."),
-    links=("pages/inspect.py", "pages/sweep.py", "pages/costs.py"))
+    links=("pages/inspect_round.py", "pages/sweep.py", "pages/costs.py"))
 
 LIVE_STEPS = (
     Step(N_("Run"), "pages/live.py", N_("Run"),
@@ -130,7 +130,7 @@ NAMES = {
     "prose": N_("Prose"), "use_run": N_("Use my run's α, c and γ"), "alpha": N_("α · per-token acceptance"),
     "c": N_("c · cost ratio"), "fix": N_("fix"), "run_to_replay": N_("Run to replay"), "play": N_("Play"),
     "recorded_run": N_("Recorded run"), "show_up_to": N_("Show up to round"), "recorded": N_("Recorded: "),
-    "inspect": PAGES["pages/inspect.py"][0], "tune": PAGES["pages/sweep.py"][0], "costs": PAGES["pages/costs.py"][0],
+    "inspect": PAGES["pages/inspect_round.py"][0], "tune": PAGES["pages/sweep.py"][0], "costs": PAGES["pages/costs.py"][0],
 }
 
 

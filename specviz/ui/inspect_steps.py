@@ -1,22 +1,20 @@
-"""Inspect a round: one real round of a run, walked through a key press at a time, with the
-p/q inspector (sampling) or the argmax comparison (greedy) at each position."""
+"""The six steps of Inspect a round (specviz.ui.inspect_page): what each says about the round
+shown, and its charts. ``tok`` is this page's own code span for a token (ui.view's
+``md_code`` and ui.links's ``code_span`` do the same elsewhere)."""
+
+from __future__ import annotations
 
 import streamlit as st
 
 from specviz import figures as F
-from specviz import ui
 from specviz.analysis import round_story as insp
 from specviz.analysis.marks import printable
 from specviz.analysis.metrics import fmt_ms
 from specviz.figures import round_story as FI
 from specviz.record.i18n import MILLISECONDS
 from specviz.record.run_trace import trace_upto
-from specviz.ui.lang import _, language_switch
-
-ui.page_chrome()
-language_switch()
-ss = st.session_state
-STEPS = 6
+from specviz.ui.inspect_page import Walk
+from specviz.ui.lang import _
 
 
 def tok(text: str) -> str:
@@ -41,97 +39,6 @@ def stamp(ms: float) -> str:
     return _(MILLISECONDS).format(ms=f"{ms:,.1f}")
 
 
-def _restart() -> None:
-    ss["inspect_step"] = 0
-
-
-def _next() -> None:
-    ss["inspect_step"] = min(STEPS - 1, ss.get("inspect_step", 0) + 1)
-
-
-def _back() -> None:
-    ss["inspect_step"] = max(0, ss.get("inspect_step", 0) - 1)
-
-
-def _new_round() -> None:
-    ss["inspect_step"] = 0
-    ss.pop("inspect_pos", None)
-
-
-# --- which run, which round -----------------------------------------------------------------
-sources = ui.replay_sources(speculative_only=True)
-live = ss.get("live")
-if live is not None and live.trace is not None and not live.sd_done and any(r.proposed for r in live.trace.rounds):
-    sources = {_("This session's Live run, so far"): lambda: live.trace, **sources}
-with st.sidebar:
-    st.selectbox(_("Run"), list(sources), key="inspect_source", on_change=_new_round,
-                 help=_("This session's last Live run, or a recorded one."))
-trace, problem = ui.load_source(sources, ss.get("inspect_source"))
-rounds = insp.drafted_rounds(trace) if trace is not None else []
-
-st.markdown("## " + _("Inspect a round"))
-if trace is None or not rounds:
-    ui.sidebar_pair()
-    st.info(problem or _("Run a speculative run on the Live page, or pick a recorded run in the sidebar: "
-                         "this page walks through one of its rounds."), icon=":material/info:")
-    st.stop()
-
-sig = (trace.config.prompt, len(trace.rounds), trace.wall_ms)  # the run, whatever the language of its label
-if ss.get("inspect_sig") != sig or ss.get("inspect_round") not in rounds:
-    ss["inspect_sig"] = sig
-    ss["inspect_round"] = insp.default_round(trace)
-    _new_round()
-ss.setdefault("inspect_step", 0)
-
-
-def round_label(i: int) -> str:
-    """Language-neutral (a label that changed with the language would lose the choice): 6 · 2/4 ✓."""
-    r = trace.rounds[i]
-    return f"{i + 1} · {r.accepted}/{len(r.proposed)} ✓"
-
-
-with st.sidebar:
-    st.selectbox(_("Round"), rounds, key="inspect_round", format_func=round_label, on_change=_new_round,
-                 help=_("Every round in which the draft proposed tokens, with how many of them were accepted "
-                        "(2/4 ✓: two of four). The page opens on one with a rejection."))
-ui.sidebar_pair()
-
-index = ss["inspect_round"]
-rnd = trace.rounds[index]
-S = insp.story(trace, index)
-cfg = trace.config
-step = ss["inspect_step"]
-mode = (_("greedy (temperature 0)") if S.greedy
-        else _("sampling at temperature {t:g}, seed {seed}").format(t=cfg.temperature, seed=cfg.seed))
-st.caption(_("Round {n} of {total} · {mode} · γ = {gamma} · {draft} → {target} on {device} in {dtype}").format(
-    n=index + 1, total=S.total, mode=mode, gamma=rnd.gamma, draft=cfg.draft or _("draft"),
-    target=cfg.target or _("target"), device=cfg.device, dtype=cfg.dtype))
-
-TITLES = [
-    _("The draft proposes"),
-    _("The target checks them all in one pass"),
-    _("Accept while they agree"),
-    _("The target's own token"),
-    _("Both KV caches roll back"),
-    _("The next round waits"),
-]
-
-# --- the toolbar: Back, Next (N), Start over; where we are ----------------------------------------
-bar = st.columns([1.2, 1.2, 1.4, 3.6], vertical_alignment="center")  # labels whole at 1280 px, in Chinese too
-bar[0].button(_("Back"), key="inspect_back", icon=":material/chevron_left:", width="stretch",
-              on_click=_back, disabled=step == 0)
-bar[1].button(_("Next"), key="inspect_next", type="primary", icon=":material/chevron_right:", width="stretch",
-              shortcut="N", on_click=_next, disabled=step == STEPS - 1,
-              help=_("The next step of this round (key N)."))
-bar[2].button(_("Start over"), key="inspect_restart", icon=":material/first_page:", width="stretch",
-              on_click=_restart, disabled=step == 0)
-bar[3].markdown(" · ".join(f"**{i + 1}\\. {t}**" if i == step else f"{i + 1}\\. {t}" for i, t in enumerate(TITLES)))
-
-phase, shown = ("draft", len(rnd.proposed)) if step == 0 else ("verify", None) if step == 1 else ("done", None)
-st.html(F.token_strip_html([], live=rnd, phase=phase, shown=shown, tr=_))
-st.markdown(f"### {step + 1} · {TITLES[step]}")
-
-
 def why_rejected(rej: insp.Rejection) -> str:
     """Why the target rejected a greedy guess, in the chart's own numbers: another wording the
     target finds nearly as good (open text), or a wrong guess."""
@@ -147,7 +54,7 @@ def why_rejected(rej: insp.Rejection) -> str:
     return said + " " + _("{factor:.0f} times less likely: here the draft guessed wrong.").format(factor=1 / rej.ratio)
 
 
-def near_tie_note(rnd, i: int) -> str | None:
+def near_tie_note(rnd, i: int, cfg) -> str | None:
     """A greedy position whose top two the run's dtype can swap by rounding (``insp.near_tie``), in
     the chart's numbers; None otherwise."""
     two = insp.top_two_at(rnd, i)
@@ -164,8 +71,9 @@ def say(*sentences: str) -> None:
     st.markdown(" ".join(s for s in sentences if s))
 
 
-def round_timeline() -> None:
+def round_timeline(walk: Walk) -> None:
     """The round's passes on the millisecond axis, and the next round's first draft pass."""
+    S, rnd, index, trace, step = walk.story, walk.rnd, walk.index, walk.trace, walk.step
     upto = trace_upto(trace, min(len(trace.rounds), index + 2))
     start = rnd.start_ms
     end = rnd.end_ms
@@ -179,11 +87,11 @@ def round_timeline() -> None:
     st.plotly_chart(fig, key=f"inspect_timeline_{step}", config={"displayModeBar": False})
 
 
-tokens = " ".join(tok(t) for t in rnd.proposed_text)
-g, k = len(rnd.proposed), rnd.accepted
-
-# --- 1. the draft proposes ----------------------------------------------------------------
-if step == 0:
+def draft_step(walk: Walk) -> None:
+    """1. The draft proposes."""
+    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
+    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     if S.lookup:
         say(_("No draft model in this run: an n-gram lookup found the last tokens earlier in the text and "
               "proposed what followed them there, {tokens}, in {ms}.").format(tokens=tokens, ms=dur(S.draft_ms)),
@@ -199,10 +107,14 @@ if step == 0:
               "and a token drawn from it (its top token when greedy). Cheap guesses, not yet output."))
     say(_("Meanwhile the target sits idle for those {ms}: there is nothing to check until the guesses exist.").format(
         ms=dur(S.draft_ms)))
-    round_timeline()
+    round_timeline(walk)
 
-# --- 2. the target checks them all in one pass ---------------------------------------------------
-elif step == 1:
+
+def verify_step(walk: Walk) -> None:
+    """2. The target checks them all in one pass."""
+    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
+    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     say(_("The target reads the output's last token and the guesses, {tokens}, in ONE forward pass of {ms}, "
           "and gets {m} distributions p at once: one to check each guess, and one past the last.").format(
             tokens=tokens, ms=dur(S.verify_ms), m=g + 1),
@@ -213,10 +125,15 @@ elif step == 1:
           "memory.").format(m=g + 1))
     say(_("Meanwhile the draft sits idle for those {ms}: it cannot guess on until it knows which of its "
           "guesses survive.").format(ms=dur(S.verify_ms)))
-    round_timeline()
+    round_timeline(walk)
 
-# --- 3. accept while they agree ------------------------------------------------------------------
-elif step == 2:
+
+def accept_step(walk: Walk) -> None:
+    """3. Accept while they agree."""
+    ss = st.session_state
+    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
+    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     lines = []
     if S.greedy:
         say(_("Greedy decoding: a guess is kept when it is the target's own top token (argmax of p), position "
@@ -274,7 +191,7 @@ elif step == 2:
         st.plotly_chart(FI.pq_figure(pos, tr=_), key="inspect_pq", config={"displayModeBar": False})
         if S.greedy and pos.verdict == "rejected" and (rej := insp.rejection(rnd)) is not None:
             st.info(why_rejected(rej), icon=":material/translate:")
-        if S.greedy and (tie := near_tie_note(rnd, pos.index)):
+        if S.greedy and (tie := near_tie_note(rnd, pos.index, cfg)):
             st.caption(tie)
         if not S.greedy and pos.u is not None and pos.ratio is not None:
             st.plotly_chart(FI.draw_figure(pos.ratio, pos.u, tr=_), key="inspect_draw",
@@ -293,8 +210,12 @@ elif step == 2:
             c[1].metric(_("draw u"), num(pos.u))
         st.metric(_("verdict"), _("accepted") if pos.verdict == "accepted" else _("rejected"))
 
-# --- 4. the target's own token -------------------------------------------------------------------
-elif step == 3:
+
+def target_token_step(walk: Walk) -> None:
+    """4. The target's own token."""
+    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
+    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     at = k + 1
     target = tok(S.target_text)
     if S.emitted <= k:
@@ -335,8 +256,12 @@ elif step == 3:
           "with or the target's own token. Greedy, that is exactly the target's greedy output; sampling, the "
           "min(1, p/q) test and the residual together give exactly the target's distribution."))
 
-# --- 5. both caches roll back --------------------------------------------------------------------
-elif step == 4:
+
+def rollback_step(walk: Walk) -> None:
+    """5. Both KV caches roll back."""
+    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
+    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     tr, dr = S.rollback("target"), S.rollback("draft")
     say(_("Each model keeps a KV cache: the keys and values of every token it has read, so that a pass reads "
           "only the new tokens. After the verdict both must hold a prefix of the new sequence."))
@@ -358,8 +283,12 @@ elif step == 4:
         say(_("The draft's cache already ends within the new sequence (it has not read its own last guess "
               "yet): nothing to drop."))
 
-# --- 6. the next round waits ---------------------------------------------------------------------
-else:
+
+def wait_step(walk: Walk) -> None:
+    """6. The next round waits."""
+    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
+    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     if S.next_start_ms is not None:
         say(_("The verify pass returned at {t1}; round {r} started drafting at {t2}, {gap} later (the verdict "
               "and the rollbacks). It could not start earlier: its first guess must follow {token}, which only the "
@@ -373,18 +302,29 @@ else:
           "waited {v} while the target checked. They never work at once; that serial wait is what PEARL and "
           "speculative speculative decoding overlap (see the Parallel page).").format(
             d=dur(S.draft_ms), v=dur(S.verify_ms)))
-    round_timeline()
+    round_timeline(walk)
 
-# --- the four ideas, in short ----------------------------------------------------------------------
-st.divider()
-st.markdown("#### " + _("In short"))
-st.markdown("\n".join("- " + s for s in (
-    _("**What the draft produces:** γ guessed tokens, each with the distribution q it came from: cheap, and "
-      "often right on predictable text."),
-    _("**Why one verify pass checks many tokens:** the target computes a next-token distribution at every "
-      "position of its input at once, so γ guesses cost about one pass."),
-    _("**Why each model sits idle:** the target has nothing to check until the guesses exist, and the draft "
-      "cannot guess on until the verdict is back."),
-    _("**Why the output is the target's own:** every emitted token is one the target accepted or produced "
-      "itself; when sampling, the min(1, p/q) test and the residual keep the target's distribution exactly."),
-)))
+
+STEP_RENDERERS = (draft_step, verify_step, accept_step, target_token_step, rollback_step, wait_step)
+
+
+def render_step(walk: Walk) -> None:
+    """The step shown, then the four ideas in short."""
+    STEP_RENDERERS[walk.step](walk)
+    render_in_short()
+
+
+def render_in_short() -> None:
+    """The four ideas, in short."""
+    st.divider()
+    st.markdown("#### " + _("In short"))
+    st.markdown("\n".join("- " + s for s in (
+        _("**What the draft produces:** γ guessed tokens, each with the distribution q it came from: cheap, and "
+          "often right on predictable text."),
+        _("**Why one verify pass checks many tokens:** the target computes a next-token distribution at every "
+          "position of its input at once, so γ guesses cost about one pass."),
+        _("**Why each model sits idle:** the target has nothing to check until the guesses exist, and the draft "
+          "cannot guess on until the verdict is back."),
+        _("**Why the output is the target's own:** every emitted token is one the target accepted or produced "
+          "itself; when sampling, the min(1, p/q) test and the residual keep the target's distribution exactly."),
+    )))
