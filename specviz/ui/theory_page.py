@@ -118,8 +118,8 @@ def verdict_text(alpha: float, c: float, gamma: int, tr: Translator = _) -> str:
                      "speedup of **×{s_best:.2f}** over the target alone. The slider's γ = {gamma} gives "
                      "×{s_gamma:.2f}."))
     else:
-        verdict = tr(N_("With α = {alpha:.2f} and c = {c:.2f}, no draft length gains: α ≤ c, so speculative decoding "
-                     "loses at every γ. The least bad is **γ = {best}** (×{s_best:.2f}); the slider's γ = {gamma} "
+        verdict = tr(N_("With α = {alpha:.2f} and c = {c:.2f}, no draft length gains: α ≤ c, so speculative "
+                        "decoding loses at every γ. The least bad is **γ = {best}** (×{s_best:.2f}); the slider's γ = {gamma} "
                      "gives ×{s_gamma:.2f}."))
     return verdict.format(alpha=alpha, c=c, best=best, s_best=s_best, gamma=gamma, s_gamma=s_gamma)
 
@@ -173,8 +173,8 @@ def run_text(run: FT.RunPoint, policy: str, tr: Translator = _) -> str:
 def losing_text(measured: bool, tr: Translator = _) -> str:
     """Beside the formulas: why no γ gains when α ≤ c, and the larger losing region of a
     measured verify curve (drawn when there is one)."""
-    no_gain = tr(N_("**No γ gains when α ≤ c** (simple formula): then α^i ≤ α ≤ c for every i, so a round's extra "
-                 "tokens α + … + α^γ never pay for its γc extra cost; when α > c, γ = 1 already gains "
+    no_gain = tr(N_("**No γ gains when α ≤ c** (simple formula): then α^i ≤ α ≤ c for every i, so a round's "
+                    "extra tokens α + … + α^γ never pay for its γc extra cost; when α > c, γ = 1 already gains "
                  "(1 + α) / (1 + c) (Corollary 3.9)."))
     if measured:
         larger = tr(N_("With a verify pass that grows with γ, the losing region is larger: it is found numerically "
