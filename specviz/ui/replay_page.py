@@ -143,9 +143,10 @@ def pick_trace() -> ReplayState:
     live = ss.get("live")
     paths = {path.stem: path for path in recorded_traces()}
     keys = source_keys(live is not None and live.trace is not None and live.sd_done, list(paths))
+    labels = {key: source_label(key) for key in keys}  # translated now: the options keep this run's texts
     with st.sidebar:
         st.selectbox(_("Recorded run"), keys, index=keys.index(opening_source(keys)), key="replay_source",
-                     format_func=source_label,
+                     format_func=labels.get,
                      help=_("Traces are JSON files: download one from the Live page's history, or record one "
                             "with the command line."))
         state = ReplayState(source=ss["replay_source"], live=live)
