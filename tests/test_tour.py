@@ -30,7 +30,7 @@ def _page_source(page: str) -> str:
     """A page's file and the specviz.ui modules it draws with (``from specviz.ui import x, y``)."""
     text = (ROOT / page).read_text(encoding="utf-8")
     imports = re.findall(r"^from specviz\.ui import ([\w, ]+)$", text, re.M)
-    names = [n.strip() for line in imports for n in line.split(",")]
+    names = [n.split(" as ")[0].strip() for line in imports for n in line.split(",")]
     return "\n".join([text] + [(ROOT / "specviz" / "ui" / f"{n}.py").read_text(encoding="utf-8") for n in names
                                 if (ROOT / "specviz" / "ui" / f"{n}.py").is_file()])
 

@@ -8,7 +8,8 @@ measured curve (rows of ``specviz.measure.forward_costs.measure``) and, optional
 * ``cost_curve_figure``        ms of one forward pass against the tokens it reads, per model and batch
 * ``run_point``                a run's α (inferred from its tokens per round), c and γ, to mark on them
 
-Every text shown is a parameter (``labels``), so a page passes its translations.
+Every text shown is marked with ``N_`` (``LABELS``); the figures take a ``tr`` that translates
+it (the app passes its page translator; the default leaves it English).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from specviz.figures.palette import (
     REJECTED,
     TARGET,
 )
+from specviz.record.i18n import N_, Translator
 from specviz.record.run_trace import Trace
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))
@@ -40,35 +42,35 @@ BATCH_DASH = {1: "solid", 4: "dash", 16: "dot"}
 BATCH_SYMBOL = {1: "circle", 4: "square", 16: "diamond"}
 
 LABELS = {
-    "gamma_axis": "γ · draft length",
-    "tokens_axis": "expected tokens per round",
-    "speedup_axis": "expected speedup (× target alone)",
-    "alpha_axis": "α · per-token acceptance",
-    "c_axis": "c · draft pass ÷ target pass",
-    "tokens_curve": "E[tokens per round] at α = {alpha:.2f}",
-    "ceiling": "limit 1 / (1 − α) = {limit:.2f}",
-    "simple": "simple formula (verify = one target step)",
-    "refined": "with the measured verify curve",
-    "breakeven": "break-even (×1)",
-    "chosen": "γ = {gamma}",
-    "best": "best γ = {gamma}",
-    "run": "your run: γ = {gamma}, α ≈ {alpha:.2f}",
-    "run_curve": "at your run's α and c",
-    "run_measured": "your run, measured",
-    "loses": "speculative decoding loses (α ≤ c)",
-    "refined_boundary": "break-even with the measured verify curve",
-    "sliders": "the sliders: α = {alpha:.2f}, c = {c:.2f}",
-    "ms_axis": "one forward pass (ms)",
-    "k_axis": "new tokens per pass (k = γ + 1 in a verify pass)",
-    "draft": "draft",
-    "target": "target",
-    "batch": "batch {batch}",
-    "pass_hover": "k = %{x}: %{y:.1f} ms",  # the curves' hover (the page passes it translated)
+    "gamma_axis": N_("γ · draft length"),
+    "tokens_axis": N_("expected tokens per round"),
+    "speedup_axis": N_("expected speedup (× target alone)"),
+    "alpha_axis": N_("α · per-token acceptance"),
+    "c_axis": N_("c · draft pass ÷ target pass"),
+    "tokens_curve": N_("E[tokens per round] at α = {alpha:.2f}"),
+    "ceiling": N_("limit 1 / (1 − α) = {limit:.2f}"),
+    "simple": N_("simple formula (verify = one target step)"),
+    "refined": N_("with the measured verify curve"),
+    "breakeven": N_("break-even (×1)"),
+    "chosen": N_("γ = {gamma}"),
+    "best": N_("best γ = {gamma}"),
+    "run": N_("your run: γ = {gamma}, α ≈ {alpha:.2f}"),
+    "run_curve": N_("at your run's α and c"),
+    "run_measured": N_("your run, measured"),
+    "loses": N_("speculative decoding loses (α ≤ c)"),
+    "refined_boundary": N_("break-even with the measured verify curve"),
+    "sliders": N_("the sliders: α = {alpha:.2f}, c = {c:.2f}"),
+    "ms_axis": N_("one forward pass (ms)"),
+    "k_axis": N_("new tokens per pass (k = γ + 1 in a verify pass)"),
+    "draft": N_("draft"),
+    "target": N_("target"),
+    "batch": N_("batch {batch}"),
+    "pass_hover": N_("k = %{x}: %{y:.1f} ms"),  # the curves' hover
 }
 
 
-def _labels(labels: dict[str, str] | None) -> dict[str, str]:
-    return {**LABELS, **(labels or {})}
+def _labels(tr: Translator) -> dict[str, str]:
+    return {key: tr(text) for key, text in LABELS.items()}
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,10 @@ def _layout(fig: go.Figure, height: int) -> go.Figure:
 
 
 def tokens_per_round_figure(alpha: float, gamma: int, max_gamma: int = 16, run: RunPoint | None = None,
-                            labels: dict[str, str] | None = None, height: int = 360) -> go.Figure:
+                            tr: Translator = N_, height: int = 360) -> go.Figure:
     """E[tokens per round] against γ at the slider α, its limit 1 / (1 − α), the slider's γ
     marked; the run's measured tokens per round at its γ, with the curve of its own α."""
-    L = _labels(labels)
+    L = _labels(tr)
     top = max(max_gamma, gamma, run.gamma if run else 1)
     gs = list(range(1, top + 1))
     fig = go.Figure()
@@ -148,12 +150,12 @@ def tokens_per_round_figure(alpha: float, gamma: int, max_gamma: int = 16, run: 
 
 def speedup_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16,
                    verify: Callable[[int], float] | None = None, run: RunPoint | None = None,
-                   labels: dict[str, str] | None = None, height: int = 360) -> go.Figure:
+                   tr: Translator = N_, height: int = 360) -> go.Figure:
     """The expected speedup against γ at the slider α and c: the simple formula, and, with
     ``verify`` (k -> one target pass over k tokens in units of T(1), the measured curve's
     shape), the refined one with t_draft = c; break-even at ×1; the slider's γ and each
     curve's best γ marked; the run's predicted curve and its measured speedup."""
-    L = _labels(labels)
+    L = _labels(tr)
     top = max(max_gamma, gamma, run.gamma if run else 1)
     gs = list(range(1, top + 1))
     fig = go.Figure()
@@ -204,10 +206,10 @@ def refined_boundary(verify: Callable[[int], float], cs: Iterable[float] | None 
 
 def loss_region_figure(alpha: float, c: float, run: RunPoint | None = None,
                        boundary: list[tuple[float, float]] | None = None,
-                       labels: dict[str, str] | None = None, height: int = 420) -> go.Figure:
+                       tr: Translator = N_, height: int = 420) -> go.Figure:
     """The α–c plane (c across, α up): the triangle α ≤ c where no γ gains shaded; with a
     measured verify curve, its (higher) break-even line; the sliders' point and the run's."""
-    L = _labels(labels)
+    L = _labels(tr)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1, 1, 0], y=[0, 1, 0, 0], mode="lines", fill="toself", fillcolor=LOSS_FILL,
                              line=dict(color=REJECTED, width=2), name=L["loses"], hoverinfo="skip"))
@@ -229,12 +231,12 @@ def loss_region_figure(alpha: float, c: float, run: RunPoint | None = None,
     return fig
 
 
-def cost_curve_figure(rows: Iterable[dict[str, Any]], labels: dict[str, str] | None = None,
+def cost_curve_figure(rows: Iterable[dict[str, Any]], tr: Translator = N_,
                       height: int = 420) -> go.Figure:
     """One forward pass's ms against the new tokens it reads: the draft on the left, the
     target on the right, one line per batch size (dash and marker tell them apart), k on a
     log-2 axis so 1, 2, 4, ..., 32 lie evenly."""
-    L = _labels(labels)
+    L = _labels(tr)
     series: dict[tuple[str, int], dict[int, float]] = {}
     for r in sorted(rows, key=lambda r: (r["model"], int(r["batch"]), int(r["tokens"]))):
         series.setdefault((str(r["model"]), int(r["batch"])), {})[int(r["tokens"])] = float(r["ms"])
