@@ -211,3 +211,21 @@ def test_the_server_page_names_an_unreachable_address(app_tiny_only):
     at.run()
     assert not at.exception
     assert any(url in e.value for e in at.error)
+
+
+def test_replay_lists_the_recorded_remote_runs_and_races_them_with_their_own_target_alone():
+    """assets/traces/remote/ is on the Replay page's list; a remote run's race is the remote
+    target-alone run (same target URL), and a local run never takes the remote one."""
+    from specviz.ui.chrome import TRACES_DIR, recorded_traces
+    from specviz.ui.sources import recorded_baseline
+
+    stems = [p.stem for p in recorded_traces(remote=True)]
+    assert "code-gamma4-remote-greedy" in stems and "code-gamma4-greedy" in stems
+    assert "code-gamma4-remote-greedy" not in [p.stem for p in recorded_traces()]
+    remote = Trace.load(TRACES_DIR / "remote" / "code-gamma4-remote-greedy.json")
+    alone = recorded_baseline(remote)
+    assert alone is not None and alone.config.mode == "autoregressive"
+    assert alone.config.target_url == remote.config.target_url != ""
+    local = Trace.load(TRACES_DIR / "code-gamma4-greedy.json")
+    found = recorded_baseline(local)
+    assert found is None or found.config.target_url == ""

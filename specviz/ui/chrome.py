@@ -101,5 +101,8 @@ def keep_choices(*keys: str) -> None:
         drawn_in[key] = lang
 
 
-def recorded_traces() -> list[Path]:
-    return sorted(TRACES_DIR.glob("*.json")) if TRACES_DIR.is_dir() else []
+def recorded_traces(remote: bool = False) -> list[Path]:
+    """The shipped recorded runs (assets/traces/*.json); with ``remote``, then the runs whose
+    target was a vLLM server (assets/traces/remote/)."""
+    local = sorted(TRACES_DIR.glob("*.json")) if TRACES_DIR.is_dir() else []
+    return local + (sorted((TRACES_DIR / "remote").glob("*.json")) if remote else [])

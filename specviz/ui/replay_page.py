@@ -141,7 +141,7 @@ def pick_trace() -> ReplayState:
     """The sidebar's run picker (and upload); the trace read, or why not shown under it."""
     ss = st.session_state
     live = ss.get("live")
-    paths = {path.stem: path for path in recorded_traces()}
+    paths = {path.stem: path for path in recorded_traces(remote=True)}
     keys = source_keys(live is not None and live.trace is not None and live.sd_done, list(paths))
     labels = {key: source_label(key) for key in keys}  # translated now: the options keep this run's texts
     with st.sidebar:

@@ -45,7 +45,7 @@ def _target_alone(path: Path) -> bool:
         return False
 
 
-MATCHED = ("prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "draft", "target",
+MATCHED = ("prompt", "chat", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "draft", "target", "target_url",
            "device", "dtype")
 
 
@@ -68,7 +68,7 @@ def recorded_baseline(trace: Trace) -> Trace | None:
     """The recorded target-alone run of ``trace``'s prompt and settings (pair, device, dtype,
     sampling, length), for the Replay page's race; None when none was recorded."""
     want = {k: getattr(trace.config, k) for k in MATCHED}
-    for path in recorded_traces():
+    for path in recorded_traces(remote=True):
         if _target_alone(path):
             ar = _recorded(path, path.stat().st_mtime_ns)
             if all(getattr(ar.config, k) == v for k, v in want.items()):
