@@ -99,6 +99,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from specviz.record import stopping
 from specviz.record.errors import BadInput
 from specviz.record.limits import MAX_GAMMA
 from specviz.record.limits import UNKNOWN_TOKEN as UNKNOWN
@@ -273,10 +274,11 @@ def _result(name: str, run: _Replay, rounds: list[Round], wall: float, config: R
                               max_new_tokens=run.settings.max_new_tokens, stop=list(base.stop))
     for rnd in rounds:
         rnd.events.sort(key=lambda e: e.start_ms)
-    stop = ("eos" if run.tokens and run.tokens[-1] in run.settings.eos_ids
-            else "max_new_tokens" if run.n == run.settings.max_new_tokens else "")
+    last = run.tokens[-1:]  # the run stops where its last token does (it knows no context or stop strings)
+    _, stop = stopping.cut(last, run.n - len(last), run.settings.max_new_tokens, run.settings.max_new_tokens,
+                           run.settings.eos_ids)
     trace = Trace(config=cfg, rounds=rounds, prompt_ids=list(run.prompt_ids),
-                  output_ids=[t for r in rounds for t in r.emitted], wall_ms=wall, stop_reason=stop).finish()
+                  output_ids=[t for r in rounds for t in r.emitted], wall_ms=wall, stop_reason=stop or "").finish()
     s = trace.summary
     return ScheduleResult(name, trace, wall, s["tokens_per_second"], s["draft_idle_fraction"],
                           s["target_idle_fraction"], len(rounds), **ssd_stats)
