@@ -29,6 +29,7 @@ from specviz.record.i18n import N_
 from specviz.record.limits import MAX_GAMMA, MAX_NEW_TOKENS, check_quant
 from specviz.record.run_config import RunConfig
 from specviz.record.validate import check_settings
+from specviz.ui.markdown import code_span  # noqa: F401  (links.code_span: the settings' messages use it)
 
 # The parameters, in the order a link lists them; each is the session-state key of its
 # widget, except ``example``, which names an example prompt and sets ``prompt``.
@@ -94,15 +95,6 @@ def shown(value: str) -> str:
     """A value quoted in a message: one line, at most SHOWN_CHARS characters."""
     one_line = " ".join(str(value).split())
     return one_line if len(one_line) <= SHOWN_CHARS else one_line[: SHOWN_CHARS - 1] + "…"
-
-
-def code_span(text: str) -> str:
-    """``text`` as a Markdown code span, shown as written (a link's text is anyone's: no
-    Markdown link, formula or HTML in it may render). The fence is one backtick longer than
-    any run of backticks inside; newlines become spaces."""
-    text = " ".join(str(text).splitlines())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return f"{fence} {text} {fence}"
 
 
 def _engine(**setting) -> str | None:
