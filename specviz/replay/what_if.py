@@ -67,8 +67,14 @@ def replay(trace: Trace, costs: LatencyModel, settings: schedules.Settings) -> d
     """``trace`` under every schedule (BadInput when it cannot be replayed)."""
     if (why := why_not_replayable(trace)) is not None:
         raise BadInput(f"this run cannot be replayed under other schedules: {NOT_REPLAYABLE[why]}", "trace")
-    return schedules.simulate_all(trace.draft_ranks, trace.draft_top, trace.output_ids, costs, settings,
-                                  config=trace.config, prompt_ids=trace.prompt_ids, chains=draft_chains(trace))
+    return schedules.simulate_all(replay_input(trace), costs, settings)
+
+
+def replay_input(trace: Trace) -> schedules.ReplayInput:
+    """What a replay reads of ``trace``: its tokens, the draft's ranks and top candidates of
+    them, its prompt, its draft's blocks (``draft_chains``) and its settings."""
+    return schedules.ReplayInput(trace.draft_ranks, trace.draft_top, trace.output_ids, trace.prompt_ids,
+                                 draft_chains(trace), trace.config)
 
 
 def draft_chains(trace: Trace) -> dict[int, list[int]]:
@@ -149,10 +155,10 @@ class _Asked:
 def asked_passes(trace: Trace, settings: schedules.Settings) -> dict[str, set[GridPoint]]:
     """By schedule name: the (model, batch, new tokens) passes its replay of ``trace`` costs."""
     asked = {}
+    recorded = replay_input(trace)
     for name, schedule in schedules.SCHEDULES.items():
         probe = _Asked()
-        schedule(trace.draft_ranks, trace.draft_top, trace.output_ids, probe, settings, config=trace.config,
-                 prompt_ids=trace.prompt_ids, chains=draft_chains(trace))
+        schedule(recorded, probe, settings)
         asked[name] = probe.points
     return asked
 
