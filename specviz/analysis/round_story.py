@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 
 from specviz.record.run_trace import Event, Round, Trace, is_draft_step, is_verify_step
 
-VERDICTS = ("accepted", "rejected", "unjudged", "bonus", "target")
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -214,10 +212,6 @@ class Story:
     def prefill(self) -> bool:
         """The round's verify pass also read the prompt (the run's first target pass)."""
         return self.verify is not None and self.verify.kind == "prefill"
-
-    @property
-    def rollback_ms(self) -> float:
-        return sum(e.duration_ms for e in self.rollbacks)
 
     def rollback(self, lane: str) -> Event | None:
         return next((e for e in self.rollbacks if e.lane == lane), None)

@@ -20,8 +20,6 @@ from specviz.ui.chrome import recorded_traces
 from specviz.ui.lang import _
 from specviz.ui.replay import load_trace_file
 
-LAST_RUN = "last"
-
 
 def replay_sources(speculative_only: bool = False) -> dict[str, Callable[[], Trace | None]]:
     """Label -> loader: the session's last finished Live run first (if any), then every recorded
