@@ -145,7 +145,7 @@ def record_candidates(rnd: Round, prop: Proposal, verdict: Verdict, p: torch.Ten
         known = {verdict.token: rnd.correction_text} if i == k else {}
         if i < n:
             known[prop.tokens[i]] = rnd.proposed_text[i]
-        alone = text._backend.decode_batch([[t] for t in ids], skip_special_tokens=False)
+        alone = text.alone(ids)
         rnd.candidate_text.append([known.get(t, piece) for t, piece in zip(ids, alone)])
         if correction and i == k:
             rnd.residual_probs = [_sig(x) for x in verdict.row.float().cpu()[cols].tolist()]
