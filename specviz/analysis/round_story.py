@@ -154,11 +154,6 @@ def positions(rnd: Round, greedy: bool) -> list[Position]:
     return [position(rnd, i, greedy) for i in range(n_positions(rnd))]
 
 
-def decides(u: float, p: float, q: float) -> bool:
-    """Speculative sampling's test: keep the token iff u < p/q (so with probability min(1, p/q))."""
-    return u < p / max(q, 1e-30)
-
-
 # --- the walkthrough of one round ---------------------------------------------------------------
 
 
