@@ -391,7 +391,7 @@ def load_or_measure(
     (``refresh=True`` always measures). Returns (rows, meta); meta is the file's header
     (device, dtype, context_length, measured_at in UTC, torch, threads, pair, grid, the
     contention: heavy jobs of other threads and other processes' CPU share that overlapped the
-    measurement, as ``contention.Contention`` dicts; an older file has labels) plus ``path`` and
+    measurement, as ``specviz.record.contention.Contention`` dicts; an older file has labels) plus ``path`` and
     ``cached`` (True when read from the file). A stopped measurement is returned with
     ``complete`` False and is not saved."""
     import torch
@@ -456,7 +456,8 @@ def run_context(prompt_tokens: int, output_tokens: int, pair_context: int | None
     output / 2 tokens, to the nearest CONTEXT_STEP (at least one step), and small enough
     that the pair holds it plus LATENCY_GRID's largest pass. A pass over a 300-token
     context costs up to a quarter more than one over 60 tokens on a CPU, so costs measured
-    at a fixed context misjudge short runs (issue #7's serial check)."""
+    at a fixed context misjudge short runs (the serial replay's check against the run,
+    ``specviz.replay.what_if.check_serial``, found that)."""
     mean = prompt_tokens + output_tokens / 2
     ctx = max(CONTEXT_STEP, CONTEXT_STEP * round(mean / CONTEXT_STEP))
     if pair_context is not None:

@@ -193,7 +193,7 @@ class ModelPair:
 
     def cut_head(self, n: int, quant: str = "none") -> CutHead:
         """The draft's LM head cut to the ``n`` most frequent ids (plus EOS), built once
-        per quantization (``quant.QUANTS``)."""
+        per quantization (``specviz.record.limits.QUANTS``)."""
         if (n, quant) not in self._heads:
             ids = kept_ids(self.token_ranks(), n, self.eos_ids, self.draft_vocab_size)
             self._heads[n, quant] = CutHead(self.draft, ids, int8=quant == "int8")

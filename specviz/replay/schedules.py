@@ -25,7 +25,7 @@ a remote server (a ``network`` event); each round ends with
 ``costs.overhead_ms`` of bookkeeping (a ``sample`` event on the target lane), then
 zero-length ``rollback`` events where a model throws tokens away.
 
-**Serial** (``serial``): today's engine (``Decoding._rounds`` in ``specviz/engine/decode.py``). Per round,
+**Serial** (``serial``): the engine's own schedule (``Decoding._rounds`` in ``specviz/engine/decode.py``). Per round,
 left = max_new_tokens - produced, g = min(policy gamma, left - 1); the draft proposes g
 tokens, one pass each, then the target verifies them in one pass over g + 1 tokens; it keeps
 the k leading tokens of rank 0 and adds its own token (a correction, or a bonus when k == g).
@@ -49,9 +49,10 @@ takes max(g draft passes, one target pass). The draft always drafts the next g =
   rejection: the accepted prefix and the target's token are emitted, both models roll back,
   the new block is thrown away, back to pre-verify.
 
-Where the reference differs from the issue's wording we follow the code: the post-verify pass
-also checks the new block's first token y1 (the issue: "verifies the rest of the previous
-block", no bonus); its last row is spent on y1 instead of a bonus token. The reference keeps a
+Where the reference code differs from the short account of PEARL this replay was asked for
+("verifies the rest of the previous block", no bonus) we follow the code: the post-verify
+pass also checks the new block's first token y1; its last row is spent on y1 instead of a
+bonus token. The reference keeps a
 fixed gamma and stops once its prefix, unverified tokens included, reaches the budget; the
 replay drafts only up to the budget and emits verified tokens only.
 

@@ -100,9 +100,10 @@ def own_draft(trace: Trace) -> bool:
 
 def costs_for(trace: Trace, measured: tuple[list, dict] | None) -> LatencyModel:
     """The costs to replay ``trace`` with: the ``measured`` forward passes (rows, meta, from
-    ``costs.load_or_measure`` or ``costs.cached`` at ``replay_context``) with the run's own
+    ``specviz.measure.forward_costs.load_or_measure`` or ``forward_costs.cached`` at
+    ``specviz.measure.branch_costs.replay_context``) with the run's own
     prefills and bookkeeping, and the run's own draft pass where its draft is not the plain
-    one (``own_draft``); without ``measured``, everything from the run (``costs.from_trace``)."""
+    one (``own_draft``); without ``measured``, everything from the run (``latency.from_trace``)."""
     own = latency.from_trace(trace)
     if measured is None:
         return own
@@ -201,7 +202,7 @@ def missing_passes(trace: Trace, settings: schedules.Settings, measured: bool,
     the run timed, those between two it timed (a pass over k tokens, between one over fewer
     and one over more: the lookup interpolates), and the target's one-token pass when
     ``alone`` (its raced target-alone run) timed it (``with_alone``); with ``measured`` (this
-    machine's whole grid, ``costs.LATENCY_GRID``, at the run's context) every target pass,
+    machine's whole grid, ``specviz.measure.forward_costs.LATENCY_GRID``, at the run's context) every target pass,
     and every draft pass unless the run's draft is not the plain one (``own_draft``): then
     its batched passes are still unknown. A pass beyond what was timed is never guessed:
     the lookup would take the nearest one (a run's shortest verify for a one-token pass) or

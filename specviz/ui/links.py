@@ -5,8 +5,8 @@
 ``format_query`` writes the settings that differ from the page's defaults as query
 parameters (an example prompt by its name, any other prompt as text); ``parse_query``
 reads them back. Every value is checked where the app checks it: its type here, its
-range by the engine's own ``validate.check_settings`` (γ up to ``drafters.MAX_GAMMA``, max
-new tokens up to ``validate.MAX_NEW_TOKENS``) and by the narrower ranges of the page's
+range by the engine's own ``validate.check_settings`` (γ up to ``limits.MAX_GAMMA``, max
+new tokens up to ``limits.MAX_NEW_TOKENS``) and by the narrower ranges of the page's
 widgets and of server mode (``Limits``). What passes comes back as session-state values;
 each value that does not comes back as a ``Problem`` naming the parameter and the value,
 and the page keeps a valid value in its place.

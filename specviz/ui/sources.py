@@ -90,7 +90,7 @@ def schedule_costs(trace: Trace) -> tuple[latency.LatencyModel, str, bool]:
     whether they are this machine's measured passes: those measured for the run's pair,
     device and dtype at the run's own context (``branch_costs.replay_context``) when cached,
     with the run's own prefills and bookkeeping; else all from the run. What the run did not
-    time (SSD's batched passes) the Parallel page measures itself (``parallel.QuickCosts``)."""
+    time (SSD's batched passes) the Parallel page measures itself (``specviz.measure.branch_costs.QuickCosts``)."""
     cfg = trace.config
     ctx = branch_costs.replay_context(trace)
     found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype, context_length=ctx)
