@@ -1,7 +1,7 @@
 """How close the Cost curve page's estimate is: sweep.measure_seconds against the measurement's own wall time.
 
-Runs Tune's short probe (``sweep.probe_costs``), estimates the curve measurement from it,
-measures the curve (``costs.measure``, not cached), and estimates again from the rows it
+Runs Tune's short probe (``specviz.measure.sweep.probe_costs``), estimates the curve measurement from it,
+measures the curve (``specviz.measure.forward_costs.measure``, not cached), and estimates again from the rows it
 measured; prints the three times and the two ratios. Quiet machine only: the probe and the
 measurement must see the same load.
 

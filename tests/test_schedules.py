@@ -24,7 +24,7 @@ from specviz.record.limits import UNKNOWN_TOKEN as U
 from specviz.record.run_config import EVENT_KINDS, FORWARD_KINDS, LANES, RunConfig
 from specviz.record.run_trace import Trace
 from specviz.replay.latency import LatencyModel
-from specviz.replay.schedules import Settings, fan_out, pearl, serial, simulate_all, ssd
+from specviz.replay.schedules import ReplayInput, Settings, fan_out, pearl, serial, simulate_all, ssd
 
 COSTS = LatencyModel(draft_ms={1: 10.0, 2: 12.0}, verify_ms={1: 51.0, 2: 52.0},
                      draft_prefill_ms=30.0, target_prefill_ms=80.0)
@@ -71,7 +71,7 @@ AGREE_SETTINGS = Settings(gamma=3, max_new_tokens=10)
 
 
 def test_all_agree_serial():
-    r = serial(*AGREE, COSTS, AGREE_SETTINGS)
+    r = serial(ReplayInput(*AGREE), COSTS, AGREE_SETTINGS)
     # R1: 3 drafts (prefill 30, then 10, 10) 0-50, the target's prefill 50-130; all 3 accepted + bonus.
     # R2: 3 drafts, the first reading 2 tokens (102 and the bonus 103: 12), 130-162,
     #     verify(4) = 54: 162-216; 4 more tokens.
@@ -96,7 +96,7 @@ def test_all_agree_serial():
 
 
 def test_all_agree_pearl():
-    r = pearl(*AGREE, COSTS, AGREE_SETTINGS)
+    r = pearl(ReplayInput(*AGREE), COSTS, AGREE_SETTINGS)
     # Each round both models start together and it takes max(drafting, the target's pass).
     # R1 pre-verify: draft 100,101,102 (30 + 10 + 10 = 50) while the target prefills (80)
     #   and checks x1 = 100: accepted, emitted; 101,102 pending -> post-verify. Ends at 80.
@@ -124,7 +124,7 @@ def test_all_agree_pearl():
 
 
 def test_all_agree_ssd_is_draft_bound_with_two_branches_per_outcome():
-    r = ssd(*AGREE, COSTS, AGREE_SETTINGS)
+    r = ssd(ReplayInput(*AGREE), COSTS, AGREE_SETTINGS)
     # R1 misses (nothing prepared): the block is drafted first (0-50), then the target's prefill
     #   50-130. Meanwhile, from 50: the glue pass over 4 tokens (draft(4) = 16) 50-66, then
     #   F = 2 branches for each outcome k = 0..3, B = 8, gamma = 3 steps of draft(8) = 24: 66-138.
@@ -138,14 +138,14 @@ def test_all_agree_ssd_is_draft_bound_with_two_branches_per_outcome():
         [(D, FWD, 138, 154), (T, VER, 138, 192), (D, FWD, 154, 178), (D, FWD, 178, 202), (D, FWD, 202, 226)],
         [(T, VER, 226, 278)],
     ]
-    assert shape(r) == shape(serial(*AGREE, COSTS, AGREE_SETTINGS))  # same blocks as serial
+    assert shape(r) == shape(serial(ReplayInput(*AGREE), COSTS, AGREE_SETTINGS))  # same blocks as serial
     assert r.wall_ms == 278  # the branches (16 + 72 = 88 ms) outlast the verify (54 ms)
     assert (r.hits, r.misses, r.hit_rate, r.branches_per_round) == (2, 1, pytest.approx(2 / 3), 8)
     assert r.wasted_draft_ms == pytest.approx(2 * 72 * 7 / 8)  # two hits: 7 of 8 branches unused
 
 
 def test_all_agree_ssd_with_one_branch_per_outcome():
-    r = ssd(*AGREE, COSTS, Settings(gamma=3, max_new_tokens=10, fanout=1))
+    r = ssd(ReplayInput(*AGREE), COSTS, Settings(gamma=3, max_new_tokens=10, fanout=1))
     # B = 4: glue 16 + 3 * draft(4) = 3 * 16 = 48 -> 64 ms of branches.
     # R1: block 0-50, prefill 50-130, branches 50-114: ends 130.
     # R2: verify(4) 130-184, branches 130-194: ends 194. R3: verify(2) 194-246.
@@ -156,7 +156,7 @@ def test_all_agree_ssd_with_one_branch_per_outcome():
 
 
 def test_overhead_is_a_sample_event_that_closes_every_round():
-    results = simulate_all(*AGREE, SLOW_BOOKKEEPING, AGREE_SETTINGS)
+    results = simulate_all(ReplayInput(*AGREE), SLOW_BOOKKEEPING, AGREE_SETTINGS)
     # 5 ms more per round, every later step shifted: serial 280 + 3 * 5, PEARL 239 + 4 * 5, SSD 278 + 3 * 5
     assert {k: r.wall_ms for k, r in results.items()} == {"serial": 295, "pearl": 259, "ssd": 293}
     # serial: R1 ends at 130, then its sample 130-135; R2's drafts start at 135 (the first reads 2 tokens).
@@ -175,7 +175,7 @@ DISAGREE_SETTINGS = Settings(gamma=3, max_new_tokens=4)
 
 
 def test_none_agree_serial():
-    r = serial(*DISAGREE, COSTS, DISAGREE_SETTINGS)
+    r = serial(ReplayInput(*DISAGREE), COSTS, DISAGREE_SETTINGS)
     # Each round the draft's first token is wrong (1000 + 10 j) and the rest unknown: one token a round.
     # R1 g = 3: 0-50, prefill 50-130. R2 g = min(3, 4 - 1 - 1) = 2: 130-150, verify(3) 150-203.
     # R3 g = 1: 203-213, verify(2) 213-265. R4 g = 0: no draft, verify(1) = 51: 265-316.
@@ -197,7 +197,7 @@ def test_none_agree_serial():
 
 
 def test_none_agree_pearl_stays_in_pre_verify():
-    r = pearl(*DISAGREE, COSTS, DISAGREE_SETTINGS)
+    r = pearl(ReplayInput(*DISAGREE), COSTS, DISAGREE_SETTINGS)
     # Pre-verify every round: the target rejects x1 and emits its own token; the block is thrown away.
     # R1: draft 0-50 (g = 3) | prefill 0-80 -> 80. R2: draft 80-110 (g = min(3, 4 - 1) = 3) | verify(1) 80-131.
     # R3: g = 2: 131-151 | 131-182. R4: g = 1: 182-192 | 182-233.
@@ -216,7 +216,7 @@ def test_none_agree_pearl_stays_in_pre_verify():
 
 
 def test_none_agree_ssd_hits_on_the_second_candidate():
-    r = ssd(*DISAGREE, COSTS, DISAGREE_SETTINGS)
+    r = ssd(ReplayInput(*DISAGREE), COSTS, DISAGREE_SETTINGS)
     # Every correction is the draft's second choice (rank 1): within k = 0's F_0 = 2 branches.
     # R1 (miss): block 0-50, prefill 50-130; glue draft(4) = 16: 50-66; B = 8: 3 * 24 -> 66-138.
     # R2 (hit), g = 2: verify(3) 138-191; glue draft(3) = 14: 138-152; B = 6: 3 * 20 -> 152-212.
@@ -243,7 +243,7 @@ ALTERNATING_SETTINGS = Settings(gamma=2, max_new_tokens=6)
 
 
 def test_alternating_serial():
-    r = serial(*ALTERNATING, COSTS, ALTERNATING_SETTINGS)
+    r = serial(ReplayInput(*ALTERNATING), COSTS, ALTERNATING_SETTINGS)
     # R1: 100 accepted, 1010 rejected, correction 101. Drafts 0-40, prefill 40-120.
     # R2: the same at 102/103: drafts 120-140, verify(3) 140-193.
     # R3: g = 1: 104 accepted + bonus 105: draft 193-203, verify(2) 203-255.
@@ -259,7 +259,7 @@ def test_alternating_serial():
 
 
 def test_alternating_pearl_switches_modes_every_round():
-    r = pearl(*ALTERNATING, COSTS, ALTERNATING_SETTINGS)
+    r = pearl(ReplayInput(*ALTERNATING), COSTS, ALTERNATING_SETTINGS)
     # R1 pre: draft 100, 1010 (0-40) | prefill 0-80; x1 = 100 accepted; 1010 pending -> post.
     # R2 post: draft positions 2, 3 (unknown: they follow the wrong 1010) 80-100 | the target reads
     #   100, 1010 (verify(2) = 52) 80-132 and checks 1010 and the new U: 1010 rejected, correction 101;
@@ -288,7 +288,7 @@ def test_alternating_pearl_switches_modes_every_round():
 
 
 def test_alternating_ssd_misses_then_hits():
-    r = ssd(*ALTERNATING, COSTS, ALTERNATING_SETTINGS)
+    r = ssd(ReplayInput(*ALTERNATING), COSTS, ALTERNATING_SETTINGS)
     # R1 (miss): block 100, 1010 drafted 0-40, prefill 40-120; glue draft(3) = 14: 40-54;
     #   B = 2 * 3 = 6: 2 steps of draft(6) = 20: 54-94. Outcome (1, 101): rank 1 <= F_1 = 2: a hit.
     # R2 (hit): verify(3) 120-173; glue 120-134, branches 134-174 -> ends 174; (1, 103) hits.
@@ -309,7 +309,7 @@ FAR = recorded([0, 3, 0, 0])  # the correction at position 1 is the draft's 4th 
 
 
 def test_ssd_outcome_outside_the_branches_misses():
-    r = ssd(*FAR, COSTS, Settings(gamma=2, max_new_tokens=4, fanout=2))
+    r = ssd(ReplayInput(*FAR), COSTS, Settings(gamma=2, max_new_tokens=4, fanout=2))
     # R1 (miss): 0-40, prefill 40-120, glue 40-54, B = 6: 54-94. Outcome (1, 101) has rank 3 > F_1 = 2.
     # R2 (miss), g = min(2, 4 - 2 - 1) = 1: the draft drafts 102 after the verify: 120-130, then
     #   verify(2) 130-182: 102 + bonus 103.
@@ -320,7 +320,7 @@ def test_ssd_outcome_outside_the_branches_misses():
 
 
 def test_ssd_wider_fanout_turns_the_miss_into_a_hit():
-    r = ssd(*FAR, COSTS, Settings(gamma=2, max_new_tokens=4, fanout=3))
+    r = ssd(ReplayInput(*FAR), COSTS, Settings(gamma=2, max_new_tokens=4, fanout=3))
     # B = 9: glue 40-54, 2 steps of draft(9) = 26: 54-106; rank 3 <= F_1 = 3: a hit.
     # R2 (hit): verify(2) at once, 120-172.
     assert passes(r)[0][-2:] == [(D, FWD, 54, 80), (D, FWD, 80, 106)]
@@ -332,7 +332,7 @@ def test_ssd_wider_fanout_turns_the_miss_into_a_hit():
 
 def test_ssd_bonus_outcome_hits_on_the_draft_top_choice():
     # k == g (all accepted): the bonus branches are the draft's top F_g, its top choice included.
-    r = ssd(*recorded([0, 0, 0, 0, 0]), COSTS, Settings(gamma=2, max_new_tokens=5, fanout=1))
+    r = ssd(ReplayInput(*recorded([0, 0, 0, 0, 0])), COSTS, Settings(gamma=2, max_new_tokens=5, fanout=1))
     # R1: 100, 101 accepted, bonus 102 has rank 0 < F_2 = 1: a hit; R2 (g = 1): 103 + bonus 104.
     assert (r.hits, r.misses) == (1, 1)
 
@@ -359,12 +359,12 @@ def test_fan_out_geometric():
 
 def test_ssd_geometric_spends_the_same_budget():
     ranks, candidates, tokens = ALTERNATING
-    r = ssd(ranks, candidates, tokens, COSTS, Settings(gamma=2, max_new_tokens=6, fanout_mode="geometric"))
+    r = ssd(ReplayInput(ranks, candidates, tokens), COSTS, Settings(gamma=2, max_new_tokens=6, fanout_mode="geometric"))
     # alpha defaults to the run's share of rank 0 (3 of 6 = 0.5): budget 6 over k = 0, 1, 2:
     # weights sqrt(.5, .25, .25) -> 6 w / sum = 2.485, 1.757, 1.757 -> 2, 1, 1 + remainders k = 1, 2
     # -> [2, 2, 2]: the same branches as uniform here, so the same timeline.
     assert r.branches_per_round == 6
-    assert passes(r) == passes(ssd(ranks, candidates, tokens, COSTS, ALTERNATING_SETTINGS))
+    assert passes(r) == passes(ssd(ReplayInput(ranks, candidates, tokens), COSTS, ALTERNATING_SETTINGS))
 
 
 # --- the draft-length policy, the budget cut, EOS ------------------------------------------
@@ -372,7 +372,7 @@ def test_ssd_geometric_spends_the_same_budget():
 
 def test_heuristic_gamma_sequence_and_budget_cut():
     run = recorded([0, 0, 2, 0, 0, 1, 4, 0, 0, 0, 0, 0])
-    r = serial(*run, COSTS, Settings(gamma=2, policy="heuristic", max_new_tokens=12))
+    r = serial(ReplayInput(*run), COSTS, Settings(gamma=2, policy="heuristic", max_new_tokens=12))
     # R1 g = 2: 100, 101 accepted (+bonus 102): full -> +2.  R2 g = 4 at 3: 103, 104 accepted,
     # 1050 rejected (105 fixes it): -1.  R3 g = 3 at 6: 1060 rejected: -1.  R4 g = 2 at 7: full: +2.
     # R5 at 10: the policy says 4 but left = 2, so g = left - 1 = 1: 110 + bonus 111.
@@ -380,7 +380,7 @@ def test_heuristic_gamma_sequence_and_budget_cut():
     assert shape(r)[1] == (4, [103, 104, 1050, U], 2, 105, False, [103, 104, 105])
     assert r.trace.config.policy == "heuristic"
     # PEARL and SSD keep a constant gamma, as their references do
-    assert [rnd.gamma for rnd in ssd(*run, COSTS, Settings(gamma=2, policy="heuristic", max_new_tokens=12))
+    assert [rnd.gamma for rnd in ssd(ReplayInput(*run), COSTS, Settings(gamma=2, policy="heuristic", max_new_tokens=12))
             .trace.rounds] == [2, 2, 2, 2, 1]
 
 
@@ -389,7 +389,7 @@ EOS_SETTINGS = Settings(gamma=4, max_new_tokens=5, eos_ids=frozenset({EOS}))
 
 
 def test_eos_proposal_stops_the_block():
-    r = serial(*EOS_DRAFT, COSTS, EOS_SETTINGS)
+    r = serial(ReplayInput(*EOS_DRAFT), COSTS, EOS_SETTINGS)
     # R1 g = 4 but the draft stops after proposing EOS: 2 passes (0-40), prefill 40-120; 101 fixes it.
     # R2 g = min(4, 5 - 2 - 1) = 2: 120-140, verify(3) 140-193: 102, 103 + bonus 104.
     assert shape(r) == [(4, [100, EOS], 1, 101, False, [100, 101]), (2, [102, 103], 2, 104, True, [102, 103, 104])]
@@ -399,7 +399,7 @@ def test_eos_proposal_stops_the_block():
     # R2 post: the draft proposed EOS, so it drafts nothing; the target reads 100, EOS (80-132): rejected, 101.
     # R3 pre at 2: 102..104 (132-162) | verify(1) 132-183: 102. R4 post: nothing left to draft;
     # the target reads 102, 103, 104 (183-236) and accepts 103, 104.
-    p = pearl(*EOS_DRAFT, COSTS, EOS_SETTINGS)
+    p = pearl(ReplayInput(*EOS_DRAFT), COSTS, EOS_SETTINGS)
     assert passes(p)[1] == [(T, VER, 80, 132)]
     assert [(rnd.gamma, rnd.proposed, rnd.emitted) for rnd in p.trace.rounds] == [
         (4, [100], [100]), (0, [EOS], [101]), (3, [102], [102]), (0, [103, 104], [103, 104])]
@@ -413,8 +413,8 @@ def test_a_recorded_chain_knows_the_draft_after_its_wrong_token():
     # verify(3) = 53 keeps both + bonus 103.
     run = recorded([1, 0, 0, 0])
     settings = Settings(gamma=3, max_new_tokens=4, eos_ids=frozenset({EOS}))
-    blind = serial(*run, COSTS, settings)
-    seen = serial(*run, COSTS, settings, chains={0: [1000, EOS]})
+    blind = serial(ReplayInput(*run), COSTS, settings)
+    seen = serial(ReplayInput(*run, chains={0: [1000, EOS]}), COSTS, settings)
     assert blind.trace.rounds[0].proposed == [1000, U, U] and blind.wall_ms == 130 + 20 + 53
     assert seen.trace.rounds[0].proposed == [1000, EOS] and seen.wall_ms == 120 + 20 + 53
     assert passes(seen)[0] == [(D, PRE, 0, 30), (D, FWD, 30, 40), (T, PRE, 40, 120)]
@@ -428,17 +428,18 @@ def test_a_chain_through_the_targets_tokens_is_the_chain_from_there():
     run = recorded([0, 0, 0, 1, 0, 0])
     settings = Settings(gamma=2, max_new_tokens=6, eos_ids=frozenset({EOS}))
     chains = {0: [100, 101, 102, 1030, EOS]}
-    assert serial(*run, COSTS, settings).trace.rounds[1].proposed == [1030, U]
-    assert serial(*run, COSTS, settings, chains=chains).trace.rounds[1].proposed == [1030, EOS]
+    assert serial(ReplayInput(*run), COSTS, settings).trace.rounds[1].proposed == [1030, U]
+    assert serial(ReplayInput(*run, chains=chains), COSTS, settings).trace.rounds[1].proposed == [1030, EOS]
     # a chain whose tokens leave the target's before the block starts says nothing there
-    assert serial(*run, COSTS, settings, chains={0: [100, 999, 102, 1030, EOS]}).trace.rounds[1].proposed == [1030, U]
+    wrong = ReplayInput(*run, chains={0: [100, 999, 102, 1030, EOS]})
+    assert serial(wrong, COSTS, settings).trace.rounds[1].proposed == [1030, U]
     with pytest.raises(BadInput):
-        serial(*run, COSTS, settings, chains={6: [1]})
+        serial(ReplayInput(*run, chains={6: [1]}), COSTS, settings)
 
 
 def test_accepted_eos_ends_the_run():
     run = recorded([0, 0, 0], tokens=[100, 101, EOS])
-    r = serial(*run, COSTS, Settings(gamma=4, max_new_tokens=10, eos_ids=frozenset({EOS})))
+    r = serial(ReplayInput(*run), COSTS, Settings(gamma=4, max_new_tokens=10, eos_ids=frozenset({EOS})))
     # g = 4, but the draft stops after proposing EOS (3 passes, 0-50); prefill 50-130; all 3 accepted
     # and the output ends at EOS: no bonus token is emitted.
     assert shape(r) == [(4, [100, 101, EOS], 3, None, True, [100, 101, EOS])]
@@ -468,7 +469,7 @@ def busy(trace: Trace, lane: str) -> float:
 @pytest.mark.parametrize("case", CASES)
 def test_invariants(case, costs):
     (ranks, candidates, tokens), settings = CASES[case]
-    results = simulate_all(ranks, candidates, tokens, costs, settings)
+    results = simulate_all(ReplayInput(ranks, candidates, tokens), costs, settings)
     assert list(results) == ["serial", "pearl", "ssd"]
     for name, r in results.items():
         trace = r.trace
@@ -501,7 +502,7 @@ def test_invariants(case, costs):
 
 def test_the_serial_replay_reuses_the_config_and_prompt():
     config = RunConfig(prompt="count", draft="d", target="t", gamma=7, mode="autoregressive", stop=["x"])
-    r = serial(*AGREE, COSTS, AGREE_SETTINGS, config=config, prompt_ids=[1, 2, 3])
+    r = serial(ReplayInput(*AGREE, config=config, prompt_ids=[1, 2, 3]), COSTS, AGREE_SETTINGS)
     assert (r.trace.config.mode, r.trace.config.gamma, r.trace.config.draft, r.trace.config.prompt) == \
         ("speculative", 3, "d", "count")
     assert r.trace.config.stop == ["x"] and r.trace.config.stop is not config.stop
@@ -516,7 +517,7 @@ def test_the_serial_replay_reuses_the_config_and_prompt():
 def test_timeline_figure_draws_every_schedule():
     from specviz.figures.timeline import timeline_figure
 
-    for r in simulate_all(*ALTERNATING, COSTS, ALTERNATING_SETTINGS).values():
+    for r in simulate_all(ReplayInput(*ALTERNATING), COSTS, ALTERNATING_SETTINGS).values():
         fig = timeline_figure(r.trace)
         assert len(fig.data) > 0
 
@@ -528,7 +529,7 @@ def test_round_labels_are_spaced_on_the_shared_axis():
     from specviz.figures.timeline import MAX_ROUND_LABELS
 
     run = recorded([0, 1] * 30)
-    results = simulate_all(*run, COSTS, Settings(gamma=2, max_new_tokens=60))
+    results = simulate_all(ReplayInput(*run), COSTS, Settings(gamma=2, max_new_tokens=60))
     fig = schedules_figure(results, {n: n for n in results}, "ms")
     axis = axis_span([r.wall_ms for r in results.values()])
     labels = [t for t in fig.data if getattr(t, "mode", None) == "text"]
@@ -558,8 +559,8 @@ def _scaled(costs: LatencyModel, f: float) -> LatencyModel:
 def _lane_results(walls: dict[str, float]) -> dict:
     """Serial replays of one run whose wall times are ``walls`` (name -> ms)."""
     run, settings = recorded([0, 1] * 10), Settings(gamma=2, max_new_tokens=20)
-    base = serial(*run, COSTS, settings).wall_ms
-    return {name: serial(*run, _scaled(COSTS, ms / base), settings) for name, ms in walls.items()}
+    base = serial(ReplayInput(*run), COSTS, settings).wall_ms
+    return {name: serial(ReplayInput(*run), _scaled(COSTS, ms / base), settings) for name, ms in walls.items()}
 
 
 def test_a_lane_far_longer_than_the_others_is_cut_and_labelled():
@@ -605,13 +606,13 @@ def test_bad_settings(bad):
 def test_bad_run():
     ranks, candidates, tokens = AGREE
     with pytest.raises(BadInput, match="one rank"):
-        serial(ranks[:-1], candidates, tokens, COSTS, AGREE_SETTINGS)
+        serial(ReplayInput(ranks[:-1], candidates, tokens), COSTS, AGREE_SETTINGS)
     with pytest.raises(BadInput, match="max_new_tokens"):
-        pearl(ranks, candidates, tokens, COSTS, Settings(gamma=3, max_new_tokens=9))
+        pearl(ReplayInput(ranks, candidates, tokens), COSTS, Settings(gamma=3, max_new_tokens=9))
 
 
 def test_an_empty_run():
-    r = ssd([], [], [], COSTS, AGREE_SETTINGS)
+    r = ssd(ReplayInput([], [], []), COSTS, AGREE_SETTINGS)
     assert (r.rounds, r.wall_ms, r.hits, r.hit_rate, r.branches_per_round) == (0, 0.0, 0, None, None)
 
 
@@ -623,8 +624,8 @@ def test_a_remote_targets_requests_wait_on_the_network_first():
     under PEARL the draft drafts meanwhile; the replay draws it as the target's network span."""
     remote = LatencyModel(draft_ms={1: 10.0, 2: 12.0}, verify_ms={1: 51.0, 2: 52.0},
                           draft_prefill_ms=30.0, target_prefill_ms=80.0, network_ms=20.0)
-    local = {name: r.wall_ms for name, r in simulate_all(*AGREE, COSTS, AGREE_SETTINGS).items()}
-    far = simulate_all(*AGREE, remote, AGREE_SETTINGS)
+    local = {name: r.wall_ms for name, r in simulate_all(ReplayInput(*AGREE), COSTS, AGREE_SETTINGS).items()}
+    far = simulate_all(ReplayInput(*AGREE), remote, AGREE_SETTINGS)
     rounds = far["serial"].trace.rounds
     assert far["serial"].wall_ms == pytest.approx(local["serial"] + 20.0 * len(rounds))
     first = [(e.kind, e.start_ms, e.end_ms) for e in rounds[0].events if e.lane == T]

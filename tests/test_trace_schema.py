@@ -237,7 +237,7 @@ def test_a_bad_trace_names_its_field_and_value(case):
 def test_a_trace_need_not_carry_its_prompt():
     """A schedule replayed from ranks alone (specviz.replay.schedules) has a config with no prompt."""
     from specviz.replay.latency import LatencyModel
-    from specviz.replay.schedules import Settings, simulate_all
+    from specviz.replay.schedules import ReplayInput, Settings, simulate_all
 
     for data in (shipped(), shipped(SAMPLED)):
         data["config"]["prompt"] = ""
@@ -250,7 +250,7 @@ def test_a_trace_need_not_carry_its_prompt():
     for replay in (Settings(gamma=3, max_new_tokens=12), Settings(gamma=2, policy="heuristic", max_new_tokens=12),
                      Settings(gamma=3, max_new_tokens=12, fanout_mode="geometric"),
                      Settings(gamma=4, max_new_tokens=12, eos_ids=frozenset({tokens[-1]}))):
-        for result in simulate_all(ranks, candidates, tokens, costs, replay).values():
+        for result in simulate_all(ReplayInput(ranks, candidates, tokens), costs, replay).values():
             assert result.trace.config.prompt == ""
             assert Trace.from_json(result.trace.to_json()) == result.trace
 

@@ -187,11 +187,11 @@ def main() -> None:
         return
 
     from specviz.models.draft_head import vocab_fingerprint
-    from specviz.models.pair import _load_tokenizer, materialize
+    from specviz.models.pair import load_tokenizer, materialize
 
     folder = materialize("default-draft", lambda message, fraction: None)
-    tok = _load_tokenizer(folder)
-    tk = tok._tokenizer  # the fast (Rust) tokenizer: batch encoding
+    tok = load_tokenizer(folder)
+    tk = tok.backend_tokenizer  # the fast (Rust) tokenizer: batch encoding
     vocab = int(json.loads((folder / "config.json").read_text())["vocab_size"])
     assert tk.get_vocab_size(with_added_tokens=True) <= vocab
 

@@ -107,9 +107,6 @@ class Metric:
         return self.delta_fmt(now, before, tr)
 
 
-ALPHA_VS_C = N_("Speculation can only pay off when α > c, where α is the per-token acceptance probability "
-                "(not the acceptance rate) and c the cost ratio.")
-
 _TABLE = (
     Metric("new_tokens", N_("New tokens"), "new tokens",
            N_("Tokens the run added to the output: the accepted ones plus the target's own token each round "

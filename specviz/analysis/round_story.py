@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 
 from specviz.record.run_trace import Event, Round, Trace, is_draft_step, is_verify_step
 
-VERDICTS = ("accepted", "rejected", "unjudged", "bonus", "target")
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -156,11 +154,6 @@ def positions(rnd: Round, greedy: bool) -> list[Position]:
     return [position(rnd, i, greedy) for i in range(n_positions(rnd))]
 
 
-def decides(u: float, p: float, q: float) -> bool:
-    """Speculative sampling's test: keep the token iff u < p/q (so with probability min(1, p/q))."""
-    return u < p / max(q, 1e-30)
-
-
 # --- the walkthrough of one round ---------------------------------------------------------------
 
 
@@ -214,10 +207,6 @@ class Story:
     def prefill(self) -> bool:
         """The round's verify pass also read the prompt (the run's first target pass)."""
         return self.verify is not None and self.verify.kind == "prefill"
-
-    @property
-    def rollback_ms(self) -> float:
-        return sum(e.duration_ms for e in self.rollbacks)
 
     def rollback(self, lane: str) -> Event | None:
         return next((e for e in self.rollbacks if e.lane == lane), None)

@@ -42,6 +42,7 @@ from specviz.engine.drafters import Proposal, make_drafter
 from specviz.models import busy
 from specviz.models.kv import Clock, KVModel
 from specviz.models.pair import ModelPair
+from specviz.record import stopping
 from specviz.record.policies import POLICIES
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event, Round, Trace
@@ -144,7 +145,7 @@ def record_candidates(rnd: Round, prop: Proposal, verdict: Verdict, p: torch.Ten
         known = {verdict.token: rnd.correction_text} if i == k else {}
         if i < n:
             known[prop.tokens[i]] = rnd.proposed_text[i]
-        alone = text._backend.decode_batch([[t] for t in ids], skip_special_tokens=False)
+        alone = text.alone(ids)
         rnd.candidate_text.append([known.get(t, piece) for t, piece in zip(ids, alone)])
         if correction and i == k:
             rnd.residual_probs = [_sig(x) for x in verdict.row.float().cpu()[cols].tolist()]
@@ -261,7 +262,10 @@ class Decoding:
                 verdict.p = logits.exp()
             sample_event = Event("target", "sample", s0, clock.now(), [verdict.token])
             with clock.off():  # display work: the text of each token, the record, stop strings
-                emitted, stop = self._cut(prop.tokens[: verdict.accepted] + [verdict.token], left, text)
+                produced = len(trace.output_ids)
+                emitted, stop = stopping.cut(prop.tokens[: verdict.accepted] + [verdict.token], produced,
+                                             produced + left, cfg.max_new_tokens, self.eos,
+                                             lambda toks: text.stop_cut(toks, cfg.stop))
                 rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text,
                                    self.inspect and pair.remote is None)  # a server's top-2 rows inspect nothing
                 rnd.emitted_text = text.commit(emitted)
@@ -317,24 +321,6 @@ class Decoding:
         if drafter:
             events.extend(drafter.sync(ids))
         return events
-
-    def _cut(self, emitted: list[int], left: int, text: RunText) -> tuple[list[int], str | None]:
-        """Apply the stopping rules to a round's tokens: EOS (kept, nothing after it),
-        stop strings, the token budget, the context. Returns (tokens, stop reason)."""
-        cfg = self.trace.config
-        stop = None
-        for i, t in enumerate(emitted):
-            if t in self.eos:
-                emitted, stop = emitted[: i + 1], "eos"
-                break
-        if (m := text.stop_cut(emitted, cfg.stop)) is not None:
-            emitted, stop = emitted[:m], "stop_string"
-        if len(emitted) >= left:
-            emitted = emitted[:left]
-            if stop is None:
-                full = len(self.trace.output_ids) + len(emitted) >= cfg.max_new_tokens
-                stop = "max_new_tokens" if full else "context"
-        return emitted, stop
 
 
 def autoregressive(pair: ModelPair, config: RunConfig, inspect: bool = True) -> Decoding:

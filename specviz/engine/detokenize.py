@@ -55,6 +55,11 @@ class RunText:
         """The output text each of ``ids`` would add (special tokens add ""). Nothing is committed."""
         return _steps(self._backend, copy.copy(self._plain), ids)
 
+    def alone(self, ids: list[int]) -> list[str]:
+        """Each of ``ids`` decoded on its own, special tokens shown (one batched decode, no
+        stream: out of context). Nothing is committed."""
+        return self._backend.decode_batch([[t] for t in ids], skip_special_tokens=False)
+
     def commit(self, ids: list[int]) -> str:
         """Append ``ids`` to the output; returns the text they added."""
         _steps(self._backend, self._shown, ids)

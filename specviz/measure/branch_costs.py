@@ -40,7 +40,7 @@ def same_draft(pair, cfg: RunConfig) -> bool:
 
 
 def run_draft(pair, cfg: RunConfig):
-    """The draft as ``cfg``'s run drafted with (its int8 copy, its cut head), for ``costs.measure``."""
+    """The draft as ``cfg``'s run drafted with (its int8 copy, its cut head), for ``forward_costs.measure``."""
     draft = pair.draft_model(cfg.draft_quant)
     return C.HeadedDraft(draft, pair.cut_head(cfg.draft_vocab, cfg.draft_quant)) if cfg.draft_vocab else draft
 
@@ -52,7 +52,7 @@ class QuickCosts:
 
     ``start(points)`` measures the points not yet known (False: nothing to do, or a
     measurement is running); the thread holds ``lock`` (the engine queue) throughout, so no
-    live round is timed meanwhile, and ``costs.measure`` marks it as heavy work, so a run
+    live round is timed meanwhile, and ``forward_costs.measure`` marks it as heavy work, so a run
     timed meanwhile in any other way knows. ``running``, ``error`` (a SpecvizError's
     message) and ``seconds`` (the last measurement's) are for the page to poll."""
 

@@ -18,7 +18,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -229,9 +229,26 @@ def measure(
 
     ``draft``: the model timed as the draft (default ``pair.draft``): a run's int8 copy
     (``pair.draft_model("int8")``) or its body with a cut head (``HeadedDraft``)."""
-    import torch
-
     points = _normalize_grid(grid if grid is not None else default_grid(tokens, batches, models, reads))
+    need = _context_needed(pair, points, context_length)
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    run = _Sweeps(pair, {"draft": pair.draft if draft is None else draft, "target": pair.target}, points,
+                  progress or (lambda fraction, message: None), stop or (lambda: False))
+    ids = context_ids(pair.tokenizer, need)
+    with busy.heavy("measuring forward-pass costs"):
+        caches = run.fill(ids[:context_length])
+        if caches is None:
+            return []
+        if not run.sweep(caches, ids[context_length:], repeats):
+            return run.rows()
+    run.tell(1.0, f"Measured {len(points)} points")
+    return run.rows()
+
+
+def _context_needed(pair, points: list[GridPoint], context_length: int) -> int:
+    """The context a measurement fills: ``context_length`` and the largest pass (BadInput
+    when the pair cannot hold it)."""
     if context_length < 1:
         raise BadInput("context_length must be >= 1", "context_length")
     need = context_length + max((k for _, _, k in points), default=0)
@@ -240,49 +257,65 @@ def measure(
             f"measuring needs a context of {need} tokens ({context_length} + the largest pass), "
             f"but the pair handles {pair.context_length}", "context_length",
         )
-    if repeats < 1:
-        raise ValueError("repeats must be >= 1")
-    tell = progress or (lambda fraction, message: None)
-    models = {"draft": pair.draft if draft is None else draft, "target": pair.target}
-    ids = context_ids(pair.tokenizer, need)
-    context, following = ids[:context_length], ids[context_length:]
-    times: dict[GridPoint, list[float]] = {p: [] for p in points}
-    inputs = {(m, b, k): torch.tensor([following[:k]] * b, dtype=torch.long, device=pair.device)
-              for m, b, k in points}
+    return need
 
-    def rows() -> list[dict[str, Any]]:
-        return [{"model": m, "batch": b, "tokens": k, "ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t)}
-                for (m, b, k), t in times.items() if t]
 
-    total = (repeats + 1) * len(points)
-    with busy.heavy("measuring forward-pass costs"):
+@dataclass
+class _Sweeps:
+    """One ``measure`` in progress: the models timed, the grid, and every point's timed passes."""
+
+    pair: Any
+    models: dict[str, Any]  # "draft" | "target" -> the model timed
+    points: list[GridPoint]
+    tell: MeasureProgress
+    stop: Callable[[], bool]
+    times: dict[GridPoint, list[float]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.times = {p: [] for p in self.points}
+
+    def fill(self, context: list[int]) -> dict[tuple[str, int], Any] | None:
+        """Each model's cache filled once with ``context``, copied to B rows for a batch of B:
+        one cache per (model, batch). None when told to stop first."""
         filled: dict[str, Any] = {}
-        caches: dict[tuple[str, int], Any] = {}  # one per (model, batch): B copies of the context
-        for name, batch, _ in points:
+        caches: dict[tuple[str, int], Any] = {}
+        for name, batch, _ in self.points:
             if name not in filled:
-                if stop is not None and stop():
-                    return []
-                tell(0.0, f"Filling the {name}'s cache ({context_length} tokens)")
-                filled[name] = fill_cache(models[name], context, pair.device)
+                if self.stop():
+                    return None
+                self.tell(0.0, f"Filling the {name}'s cache ({len(context)} tokens)")
+                filled[name] = fill_cache(self.models[name], context, self.pair.device)
             if (name, batch) not in caches:
                 caches[name, batch] = batch_cache(filled[name], batch)
+        return caches
+
+    def sweep(self, caches: dict[tuple[str, int], Any], following: list[int], repeats: int) -> bool:
+        """A warm-up sweep over every point, then ``repeats`` timed ones, one pass per point
+        each, feeding the first k of ``following`` to every row. False when told to stop."""
+        import torch
+
+        inputs = {(m, b, k): torch.tensor([following[:k]] * b, dtype=torch.long, device=self.pair.device)
+                  for m, b, k in self.points}
+        total = (repeats + 1) * len(self.points)
         done = 0
         for sweep in range(repeats + 1):  # sweep 0 is the warm-up
-            for point in points:
-                if stop is not None and stop():
-                    return rows()
+            for point in self.points:
+                if self.stop():
+                    return False
                 name, batch, k = point
                 what = "warming up" if sweep == 0 else f"pass {sweep} of {repeats}"
                 plural = "s" if k > 1 else ""
-                tell(done / total, f"Timing the {name}: batch {batch}, {k} new token{plural} ({what})")
-                ms = timed_pass(models[name], caches[name, batch], inputs[point], pair.device)
+                self.tell(done / total, f"Timing the {name}: batch {batch}, {k} new token{plural} ({what})")
+                ms = timed_pass(self.models[name], caches[name, batch], inputs[point], self.pair.device)
                 if sweep:
-                    times[point].append(ms)
+                    self.times[point].append(ms)
                 done += 1
-    tell(1.0, f"Measured {len(points)} points")
-    return rows()
+        return True
 
-
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per point timed at least once: the median of its passes, and their spread."""
+        return [{"model": m, "batch": b, "tokens": k, "ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t)}
+                for (m, b, k), t in self.times.items() if t]
 
 
 # --- the cache of measurements ------------------------------------------------------
@@ -358,7 +391,7 @@ def load_or_measure(
     (``refresh=True`` always measures). Returns (rows, meta); meta is the file's header
     (device, dtype, context_length, measured_at in UTC, torch, threads, pair, grid, the
     contention: heavy jobs of other threads and other processes' CPU share that overlapped the
-    measurement, as ``contention.Contention`` dicts; an older file has labels) plus ``path`` and
+    measurement, as ``specviz.record.contention.Contention`` dicts; an older file has labels) plus ``path`` and
     ``cached`` (True when read from the file). A stopped measurement is returned with
     ``complete`` False and is not saved."""
     import torch
@@ -423,7 +456,8 @@ def run_context(prompt_tokens: int, output_tokens: int, pair_context: int | None
     output / 2 tokens, to the nearest CONTEXT_STEP (at least one step), and small enough
     that the pair holds it plus LATENCY_GRID's largest pass. A pass over a 300-token
     context costs up to a quarter more than one over 60 tokens on a CPU, so costs measured
-    at a fixed context misjudge short runs (issue #7's serial check)."""
+    at a fixed context misjudge short runs (the serial replay's check against the run,
+    ``specviz.replay.what_if.check_serial``, found that)."""
     mean = prompt_tokens + output_tokens / 2
     ctx = max(CONTEXT_STEP, CONTEXT_STEP * round(mean / CONTEXT_STEP))
     if pair_context is not None:

@@ -21,8 +21,9 @@ replay's (Liu et al., ICLR 2025, after github.com/smart-lty/ParallelSpeculativeD
   sequence), the new block is thrown away, back to pre-verify.
 * When the draft has nothing left to draft (budget, or an EOS pending), the target's last
   row gives a token of its own; it only ever falls past the end of the run.
-* Stopping as the engine stops: at an EOS (kept, nothing after it), at max_new_tokens, or
-  at the context. Stop strings are refused (this run is about time, not text).
+* Stopping by the engine's rule (``specviz.record.stopping.cut``): at an EOS (kept, nothing
+  after it), at max_new_tokens, or at the context. Stop strings are refused (this run is
+  about time, not text).
 
 Invariant at the start of a round, as in the engine: the target's cache holds ids[:-1]
 (ids = prompt + output), the draft's a prefix of ids + pending.
@@ -66,6 +67,7 @@ from specviz.engine.drafters import ModelDrafter, Proposal
 from specviz.models import busy
 from specviz.models.kv import Clock, KVModel
 from specviz.models.pair import ModelPair
+from specviz.record import stopping
 from specviz.record.errors import BadInput
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event, Round, Trace
@@ -129,20 +131,6 @@ def _settle(core: int | None) -> tuple[list[int], str]:
         except OSError as exc:
             failed = f"pinning a thread to core {core} failed: {exc}"
     return (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []), failed
-
-
-def _cut(emitted: list[int], produced: int, limit: int, max_new: int, eos: set[int]) -> tuple[list[int], str]:
-    """The engine's stopping rules: EOS kept and nothing after it; the token budget; the context."""
-    stop = ""
-    for i, t in enumerate(emitted):
-        if t in eos:
-            emitted, stop = emitted[: i + 1], "eos"
-            break
-    if produced + len(emitted) >= limit:
-        emitted = emitted[: limit - produced]
-        if not stop:
-            stop = "max_new_tokens" if produced + len(emitted) >= max_new else "context"
-    return emitted, stop
 
 
 def pearl_run(pair: ModelPair, config: RunConfig, cores: tuple[int, int] | None = None) -> OverlapRun:
@@ -226,8 +214,8 @@ def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_
             k += 1
         rejected = k < len(checked)
         own = best[k] if rejected or not new else None
-        emitted, stop = _cut(checked[:k] + ([own] if own is not None else []), produced, limit,
-                             cfg.max_new_tokens, eos)
+        emitted, stop = stopping.cut(checked[:k] + ([own] if own is not None else []), produced, limit,
+                                     cfg.max_new_tokens, eos)
         sample = Event("target", "sample", s0, clock.now(), [own] if own is not None else [])
         events = [*draft_events, *target.take_waits(), verify_event, sample]  # waits: a remote target's network
         if rejected:  # both caches back to the new sequence; the new block is thrown away

