@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import Trace
 from specviz.record.i18n import gettext_for
+from specviz.ui.markdown import token_span
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -154,9 +155,9 @@ def test_why_acceptance_depends_on_the_text_uses_the_recorded_runs():
     assert f"Chinese {chinese.summary['acceptance_rate']:.0%}" in text
     best = insp.rejections(chinese)[0]
     assert best.plausible
-    assert (f"in the Chinese run the draft wrote `{best.draft.text}` where the target wrote `{best.target.text}` "
-            f"(to the target, p = {best.draft.p:.2f} against {best.target.p:.2f})") in text
-    assert "`(n` `):↵`" in text  # a code round pinned down by syntax, drafted and accepted whole
+    assert (f"in the Chinese run the draft wrote {token_span(best.draft.text)} where the target wrote "
+            f"{token_span(best.target.text)} (to the target, p = {best.draft.p:.2f} against {best.target.p:.2f})") in text
+    assert "` (n ` ` ):↵ `" in text  # a code round pinned down by syntax, drafted and accepted whole
 
 
 def test_no_english_word_in_a_chinese_formula():

@@ -28,6 +28,7 @@ from specviz.analysis.metrics import fmt_ms
 from specviz.engine.acceptance import Acceptance, sampling_accept, top_tokens
 from specviz.engine.decode import TOP_K
 from specviz.figures import round_story as FI
+from specviz.ui.markdown import code_span, token_span
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -378,11 +379,11 @@ def test_next_walks_a_real_sampling_round(tiny_app):
     story = inspect.story(trace, rnd.index)
     texts, charts = _walk(at)
     first = printable(rnd.proposed_text[0])
-    assert f"`{first}`" in texts[0] and dur(story.drafts[0].ms) in texts[0]  # the draft's tokens and pass times
+    assert code_span(first) in texts[0] and dur(story.drafts[0].ms) in texts[0]  # the draft's tokens and pass times
     assert "ONE forward pass" in texts[1] and dur(story.verify_ms) in texts[1]
     assert "min(1, p/q)" in texts[2] and "the draw u = " in texts[2]
     assert "q · draft" in charts[2] and "p · target" in charts[2]  # the p/q chart
-    assert f"`{printable(rnd.correction_text)}`" in texts[3]
+    assert token_span(rnd.correction_text) in texts[3]
     assert "roll" in texts[4].lower() and "cache" in texts[4]
     if story.next_start_ms is not None:
         assert f"round {rnd.index + 2} started drafting at {story.next_start_ms:,.1f} ms" in texts[5]
@@ -541,7 +542,7 @@ def test_a_rejected_greedy_token_names_the_draft_and_target_choice(tiny_app):
     rej = inspect.rejection(rnd)
     assert rej is not None and at.session_state["inspect_pos"] == rnd.accepted  # the page opens on it
     (said,) = [i.value for i in at.info if "The draft wrote" in i.value]
-    assert f"to the target, `{printable(rej.draft.text)}` has p = {rej.draft.p:.3f} against {rej.target.p:.3f}" in said
+    assert f"to the target, {token_span(rej.draft.text)} has p = {rej.draft.p:.3f} against {rej.target.p:.3f}" in said
     assert ("as likely: another wording" in said) == rej.plausible
     assert ("times less likely" in said) == (not rej.plausible)
 

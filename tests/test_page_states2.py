@@ -132,7 +132,7 @@ def test_about_why_the_text_matters_quotes_the_recorded_runs():
     assert paragraphs[-1].startswith("The Inspect page")
     whole = about_page.syntax_round(runs["code"])
     assert whole is not None and whole.accepted == len(whole.proposed)
-    assert about_page.tok(" a\n") == "`·a↵`"
+    assert about_page.token_span(" a\n") == "` ·a↵ `"  # the one code span (specviz.ui.markdown)
 
 
 # --- Replay ----------------------------------------------------------------------------------------

@@ -555,7 +555,6 @@ def cache_ok(out: Path) -> bool:
         return False
 
 
-_cache_ok = cache_ok  # its old name: specviz/ui/server_mode.py imports it (switch it to cache_ok, then drop this)
 
 
 def cast_cache(folder: Path, dtype: str, progress: Progress) -> Path:

@@ -20,13 +20,13 @@ import streamlit as st
 from specviz import figures as F
 from specviz.analysis import round_story as insp
 from specviz.analysis import theory
-from specviz.analysis.marks import printable
 from specviz.analysis.metrics import fmt_ms
 from specviz.record.i18n import N_, Translator
 from specviz.record.run_trace import Round, Trace
 from specviz.replay.latency import LatencyModel
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
+from specviz.ui.markdown import token_span
 from specviz.ui.pair import loaded_pair
 from specviz.ui.sources import recorded_run, verify_curve
 
@@ -69,11 +69,6 @@ def fp32_text(curve: LatencyModel | None, tr: Translator = _) -> str:
     return text
 
 
-def tok(text: str) -> str:
-    """A token as inline code, whitespace made visible (· for a space, ↵ for a newline)."""
-    return f"`{printable(text).replace('`', '′')}`"
-
-
 def syntax_round(trace: Trace) -> Round | None:
     """The round accepted whole whose tokens hold the most syntax (brackets, quotes, colons,
     newlines): where the text itself pinned the draft down. None when no round was."""
@@ -95,7 +90,7 @@ def why_text_paragraphs(runs: dict[str, Trace], tr: Translator = _) -> list[str]
     pinned = [(kind, r) for kind in ("code", "json") if kind in runs and (r := syntax_round(runs[kind]))]
     if pinned:
         examples = "; ".join(tr(N_("in the {kind} run, {tokens}")).format(
-            kind=tr(KINDS[kind]), tokens=" ".join(tok(t) for t in r.proposed_text)) for kind, r in pinned)
+            kind=tr(KINDS[kind]), tokens=" ".join(token_span(t) for t in r.proposed_text)) for kind, r in pinned)
         paragraphs.append(tr(N_("**Code and JSON are pinned down.** Syntax and keys leave few choices: a bracket "
                                 "opened is closed, a key is written as the format asks, a docstring follows a "
                                 "signature. A small draft knows these rules as well as the target, so the two "
@@ -106,7 +101,7 @@ def why_text_paragraphs(runs: dict[str, Trace], tr: Translator = _) -> list[str]
     if shown:
         examples = "; ".join(tr(N_("in the {kind} run the draft wrote {draft} where the target wrote {target} (to "
                                    "the target, p = {p_draft:.2f} against {p_target:.2f})")).format(
-            kind=tr(KINDS[kind]), draft=tok(r.draft.text), target=tok(r.target.text), p_draft=r.draft.p,
+            kind=tr(KINDS[kind]), draft=token_span(r.draft.text), target=token_span(r.target.text), p_draft=r.draft.p,
             p_target=r.target.p) for kind, r in shown)
         paragraphs.append(tr(N_("**Open prose has many right answers.** Several wordings fit, and a small draft "
                                 "often picks another one, about as plausible as the target's: {examples}. Greedy "

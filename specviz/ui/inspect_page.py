@@ -9,8 +9,8 @@ steps' text and charts are in specviz.ui.inspect_steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st

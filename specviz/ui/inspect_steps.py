@@ -15,14 +15,7 @@ from specviz.record.i18n import MILLISECONDS
 from specviz.record.run_trace import trace_upto
 from specviz.ui.inspect_page import Walk
 from specviz.ui.lang import _
-
-
-def tok(text: str) -> str:
-    """A token's text as inline code, whitespace made visible."""
-    t = printable(text)
-    fence = "``" if "`" in t else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{t}{pad}{fence}"
+from specviz.ui.markdown import token_span
 
 
 def num(x: float | None) -> str:
@@ -44,7 +37,7 @@ def why_rejected(rej: insp.Rejection) -> str:
     target finds nearly as good (open text), or a wrong guess."""
     said = _("The draft wrote {draft}, the target {target}: to the target, {draft} has p = {p_draft} against "
              "{p_target} for its own (the blue bars).").format(
-        draft=tok(rej.draft.text), target=tok(rej.target.text), p_draft=num(rej.draft.p), p_target=num(rej.target.p))
+        draft=token_span(rej.draft.text), target=token_span(rej.target.text), p_draft=num(rej.draft.p), p_target=num(rej.target.p))
     if rej.plausible:
         return said + " " + _("{share:.0%} as likely: another wording, about as plausible as the target's. Open "
                               "prose allows many continuations and a small draft picks one of them, but greedy "
@@ -63,7 +56,7 @@ def near_tie_note(rnd, i: int, cfg) -> str | None:
     return _("A near-tie: the target's top two here, {first} (p = {p1}) and {second} (p = {p2}), are "
              "ln({p1} / {p2}) = {gap:.2f} apart in logit, within the {tie:g} that {dtype} rounding can move. A pass "
              "over another number of tokens could rank them the other way.").format(
-        first=tok(two.first.text), second=tok(two.second.text), p1=num(two.first.p), p2=num(two.second.p),
+        first=token_span(two.first.text), second=token_span(two.second.text), p1=num(two.first.p), p2=num(two.second.p),
         gap=two.gap, tie=insp.near_tie_logit(cfg.dtype), dtype=cfg.dtype)
 
 
@@ -90,7 +83,7 @@ def round_timeline(walk: Walk) -> None:
 def draft_step(walk: Walk) -> None:
     """1. The draft proposes."""
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
     g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     if S.lookup:
         say(_("No draft model in this run: an n-gram lookup found the last tokens earlier in the text and "
@@ -98,7 +91,7 @@ def draft_step(walk: Walk) -> None:
             _("What the draft produces: guesses of the next tokens, each with the distribution q it came from "
               "(here certain: q = 1 for each)."))
     else:
-        passes = ", ".join(_("{token} in {ms}").format(token=tok(p.text), ms=dur(p.ms)) for p in S.drafts)
+        passes = ", ".join(_("{token} in {ms}").format(token=token_span(p.text), ms=dur(p.ms)) for p in S.drafts)
         say(_("The draft model makes its guesses one at a time, one forward pass each, because each guess must "
               "follow the one before: {passes}; {total} in all.").format(passes=passes, total=dur(S.draft_ms)),
             _("Its first pass also read the whole prompt, so it took longer.")
@@ -113,7 +106,7 @@ def draft_step(walk: Walk) -> None:
 def verify_step(walk: Walk) -> None:
     """2. The target checks them all in one pass."""
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
     g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     say(_("The target reads the output's last token and the guesses, {tokens}, in ONE forward pass of {ms}, "
           "and gets {m} distributions p at once: one to check each guess, and one past the last.").format(
@@ -132,7 +125,7 @@ def accept_step(walk: Walk) -> None:
     """3. Accept while they agree."""
     ss = st.session_state
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
     g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     lines = []
     if S.greedy:
@@ -151,20 +144,20 @@ def accept_step(walk: Walk) -> None:
                 line = _("Position {i}: the draft's {draft} is the target's top token too → accepted.")
             else:
                 line = _("Position {i}: the draft's {draft}, but the target's top token is {target} → rejected.")
-            lines.append(line.format(i=at, draft=tok(pos.text), target=tok(pos.target_top_text)))
+            lines.append(line.format(i=at, draft=token_span(pos.text), target=token_span(pos.target_top_text)))
         elif pos.u is not None:
             if pos.verdict == "accepted":
                 line = _("Position {i}: {draft}, p = {p}, q = {q}, min(1, p/q) = {r}; the draw u = {u} < {r} → accepted.")
             else:
                 line = _("Position {i}: {draft}, p = {p}, q = {q}, min(1, p/q) = {r}; the draw u = {u} ≥ {r} → rejected.")
-            lines.append(line.format(i=at, draft=tok(pos.text), p=num(pos.p), q=num(pos.q), r=num(pos.ratio),
+            lines.append(line.format(i=at, draft=token_span(pos.text), p=num(pos.p), q=num(pos.q), r=num(pos.ratio),
                                      u=num(pos.u)))
         else:
             lines.append(_("Position {i}: {draft}, min(1, p/q) = {r} → {verdict} (this trace holds no draws).").format(
-                i=at, draft=tok(pos.text), r=num(pos.ratio),
+                i=at, draft=token_span(pos.text), r=num(pos.ratio),
                 verdict=_("accepted") if pos.verdict == "accepted" else _("rejected")))
     if S.unjudged:
-        rest = " ".join(tok(p.text) for p in S.positions if p.verdict == "unjudged")
+        rest = " ".join(token_span(p.text) for p in S.positions if p.verdict == "unjudged")
         lines.append(_("Thrown away unchecked, as guessed after a wrong token: {tokens}.").format(tokens=rest))
     if k == g:
         lines.append(_("Every guess accepted."))
@@ -214,10 +207,10 @@ def accept_step(walk: Walk) -> None:
 def target_token_step(walk: Walk) -> None:
     """4. The target's own token."""
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
     g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     at = k + 1
-    target = tok(S.target_text)
+    target = token_span(S.target_text)
     if S.emitted <= k:
         reasons = {"eos": _("an end-of-sequence token"), "stop_string": _("a stop string"),
                    "max_new_tokens": _("the token budget"), "context": _("the context length")}
@@ -226,7 +219,7 @@ def target_token_step(walk: Walk) -> None:
     elif S.target_kind == "bonus":
         say(_("Every guess was accepted, so the verify pass's last distribution, p after {last}, gives one "
               "more token for free: the bonus {token}. No extra forward pass.").format(
-                last=tok(rnd.proposed_text[-1]), token=target),
+                last=token_span(rnd.proposed_text[-1]), token=target),
             _("It is the target's top token there.") if S.greedy else
             _("It is drawn from that p, exactly as the target alone would draw it."))
         bonus = S.positions[-1]
@@ -235,13 +228,13 @@ def target_token_step(walk: Walk) -> None:
     elif S.greedy:
         say(_("At position {i} the target's own top token {token} replaces the rejected {rejected}. It comes "
               "from the same verify pass: no extra forward pass.").format(
-                i=at, token=target, rejected=tok(rnd.proposed_text[k])))
+                i=at, token=target, rejected=token_span(rnd.proposed_text[k])))
     else:
         pos = S.positions[k]
         say(_("At position {i} the correction {token} replaces the rejected {rejected}. It is drawn from "
               "norm(max(0, p − q)): the part of the target's distribution the draft's guesses under-covered. "
               "It comes from the same verify pass: no extra forward pass.").format(
-                i=at, token=target, rejected=tok(rnd.proposed_text[k])))
+                i=at, token=target, rejected=token_span(rnd.proposed_text[k])))
         if pos.residual:
             st.plotly_chart(FI.residual_figure(pos, tr=_), key="inspect_residual",
                             config={"displayModeBar": False})
@@ -249,7 +242,7 @@ def target_token_step(walk: Walk) -> None:
             st.caption(_("Here p and q agree, which leaves no residual: the correction is drawn from p itself."))
     if S.emitted > k and k:
         say(_("This round emits {e} tokens: {accepted} accepted, and the target's {token}.").format(
-            e=S.emitted, accepted=" ".join(tok(t) for t in rnd.proposed_text[:k]), token=target))
+            e=S.emitted, accepted=" ".join(token_span(t) for t in rnd.proposed_text[:k]), token=target))
     elif S.emitted > k:
         say(_("This round emits one token, the target's {token}: no guess was accepted.").format(token=target))
     say(_("Why the output is identical to the target's own: every token emitted is a guess the target agreed "
@@ -260,14 +253,14 @@ def target_token_step(walk: Walk) -> None:
 def rollback_step(walk: Walk) -> None:
     """5. Both KV caches roll back."""
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
     g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     tr, dr = S.rollback("target"), S.rollback("draft")
     say(_("Each model keeps a KV cache: the keys and values of every token it has read, so that a pass reads "
           "only the new tokens. After the verdict both must hold a prefix of the new sequence."))
     if tr is not None:
         say(_("The target crops what it read past the accepted prefix, {tokens}, from its cache in {ms}: no "
-              "recomputation.").format(tokens=" ".join(tok(t) for t in rnd.proposed_text[k:]),
+              "recomputation.").format(tokens=" ".join(token_span(t) for t in rnd.proposed_text[k:]),
                                        ms=dur(tr.duration_ms)))
     else:
         say(_("The target's cache keeps everything it read: no guess was rejected. Its own token is not in the "
@@ -287,17 +280,17 @@ def rollback_step(walk: Walk) -> None:
 def wait_step(walk: Walk) -> None:
     """6. The next round waits."""
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(tok(t) for t in rnd.proposed_text)  # noqa: F841
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
     g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
     if S.next_start_ms is not None:
         say(_("The verify pass returned at {t1}; round {r} started drafting at {t2}, {gap} later (the verdict "
               "and the rollbacks). It could not start earlier: its first guess must follow {token}, which only the "
               "verify pass decided.").format(t1=stamp(S.verify_end_ms), r=index + 2, t2=stamp(S.next_start_ms),
-                                             gap=dur(S.wait_ms), token=tok(S.target_text)))
+                                             gap=dur(S.wait_ms), token=token_span(S.target_text)))
     else:
         say(_("This was the run's last round. A next round could only have started drafting after {t1}, when "
               "the verify pass returned: its first guess must follow the target's {token}.").format(
-                t1=stamp(S.verify_end_ms), token=tok(S.target_text)))
+                t1=stamp(S.verify_end_ms), token=token_span(S.target_text)))
     say(_("Why each model sits idle: in this round the target waited {d} while the draft guessed, and the draft "
           "waited {v} while the target checked. They never work at once; that serial wait is what PEARL and "
           "speculative speculative decoding overlap (see the Parallel page).").format(

@@ -1,8 +1,11 @@
-"""Text put into Streamlit's Markdown as written: ``code_span``. Pure: no Streamlit."""
+"""Text put into Streamlit's Markdown as written: ``code_span``, and a token as one
+(``token_span``: its whitespace made visible). Pure: no Streamlit."""
 
 from __future__ import annotations
 
 import re
+
+from specviz.analysis.marks import printable
 
 
 def code_span(text: str) -> str:
@@ -15,3 +18,8 @@ def code_span(text: str) -> str:
     text = " ".join(str(text).splitlines())
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     return f"{fence} {text} {fence}"
+
+
+def token_span(text: str) -> str:
+    """A token's text as a code span, its whitespace made visible (· a space, ↵ a newline)."""
+    return code_span(printable(text))

@@ -168,11 +168,11 @@ def pair_installed(name: str) -> bool:
     if name not in ("default", "remote"):
         return False
     from specviz.models.default_parts import DRAFT, TARGET, find_parts
-    from specviz.models.pair import _cache_ok, cache_dir
+    from specviz.models.pair import cache_dir, cache_ok
 
     for spec in (DRAFT, TARGET) if name == "default" else (DRAFT,):
         base = cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"
-        if any(_cache_ok(p) for p in (base, *base.parent.glob(f"{base.name}.*"))):  # converted, in any dtype
+        if any(cache_ok(p) for p in (base, *base.parent.glob(f"{base.name}.*"))):  # converted, in any dtype
             continue
         try:
             find_parts(spec)
