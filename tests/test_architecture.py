@@ -63,3 +63,11 @@ def test_the_public_names_still_import():
     assert set(PUBLIC) <= set(dir(specviz))
     with pytest.raises(AttributeError):
         specviz.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "pages").glob("*.py")))
+def test_every_page_is_thin(page):
+    """A page is a script of about 60 lines at most: its chrome, its state, its render calls. Its
+    state machine, decisions and drawing live in specviz/ui/, where they are tested."""
+    lines = (ROOT / "pages" / page).read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 60, (page, len(lines))
