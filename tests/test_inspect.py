@@ -27,7 +27,7 @@ from specviz.analysis.marks import printable
 from specviz.analysis.metrics import fmt_ms
 from specviz.engine.acceptance import Acceptance, sampling_accept, top_tokens
 from specviz.engine.decode import TOP_K
-from specviz.figures import inspect as FI
+from specviz.figures import round_story as FI
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
