@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_config
+from helpers import make_config
 
 from specviz import (
     BadInput,
@@ -36,10 +36,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
+def offline(monkeypatch, specviz_cache):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "specviz-cache"))
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

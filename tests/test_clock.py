@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import make_config, run_sd
+from helpers import make_config, run_sd
 
 import specviz.engine.detokenize
 from specviz import speculative

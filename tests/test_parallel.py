@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_ar, run_sd
+from helpers import run_ar, run_sd
 
 from specviz import BadInput
 from specviz.measure import branch_costs
@@ -181,7 +181,7 @@ def _grid_base(trace, full: latency.LatencyModel) -> latency.LatencyModel:
 ATTEMPTS = 3  # a busy shared machine moves a 1.5 ms pass by a fifth even in its fastest of 25
 
 
-def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair, tmp_path, monkeypatch):
+def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair, specviz_cache):
     """The default view (the run's passes and the few its fan-out needs, measured in seconds)
     gives SSD's tokens/s within ±15% of the replay with the whole measured grid. Both sides
     take each point's fastest pass and share the run's passes at the grid's costs
@@ -190,7 +190,6 @@ def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair,
     by up to ±20% (quiet, by a few percent): the whole comparison is measured again, up to
     ATTEMPTS times, until one agrees. B single passes, the old stand-in, are far off in
     every attempt."""
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
     trace = _run(tiny_pair, max_new_tokens=64)
     ctx = branch_costs.replay_context(trace, tiny_pair.context_length)
     settings = parallel.settings_for(trace)  # the default view: the run's γ, fan-out 2

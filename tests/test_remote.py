@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import stop_process
+from helpers import stop_process
 
-from specviz import autoregressive, load_pair, speculative
+from specviz import Trace, autoregressive, load_pair, speculative
 from specviz.cli.commands import main as cli_main
 from specviz.figures.timeline import timeline_figure
 from specviz.measure.pearl_real import pearl_run
@@ -33,7 +33,6 @@ from specviz.models.remote import RemoteError, RemoteTarget
 from specviz.models.tiny_pair import tiny_tokenizer
 from specviz.record.errors import BadInput
 from specviz.record.run_config import RunConfig
-from specviz import Trace
 
 pytestmark = [pytest.mark.vllm, pytest.mark.default_pair]
 SERVER_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "server.py")

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import make_config, run_ar, run_sd
+from helpers import make_config, run_ar, run_sd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticUndefined
