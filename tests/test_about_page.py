@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from specviz import Trace
 from specviz.record.i18n import gettext_for
 
+pytestmark = pytest.mark.usefixtures("app_tiny_only")  # every test runs the app on the tiny pair
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 ABOUT, REPLAY = "pages/about.py", "pages/replay.py"
@@ -43,11 +44,6 @@ REPLAY_TEXTS = ("Replay: all {n} rounds, {tokens} tokens in {time}", "Show up to
 _zh = gettext_for("zh_CN")
 CATALOG_HAS_THEM = all(_zh(t) != t for t in TOPICS + REPLAY_TEXTS)
 needs_catalog = pytest.mark.xfail(not CATALOG_HAS_THEM, strict=False, reason="catalog merged by the lead")
-
-
-@pytest.fixture(autouse=True)
-def tiny_only(app_tiny_only):
-    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 def _open(page: str, lang: str | None = None) -> AppTest:

@@ -58,8 +58,7 @@ def test_a_child_that_cannot_read_the_gguf_says_so(tmp_path):
 
 
 @pytest.fixture
-def two_ggufs(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "cache"))
+def two_ggufs(tmp_path, specviz_cache):
     return [_small_gguf(tmp_path / f"{name}.gguf") for name in ("d", "t")]
 
 

@@ -162,7 +162,7 @@ def test_in_server_mode_only_installed_pairs_are_offered():
     assert allowed_pairs(only_default, installed=lambda name: True) == ("default",)
 
 
-def test_pair_installed(monkeypatch, tmp_path):
+def test_pair_installed(monkeypatch, specviz_cache):  # an empty cache: no converted copy
     import specviz.models.default_parts
     import specviz.models.pair
 
@@ -170,7 +170,6 @@ def test_pair_installed(monkeypatch, tmp_path):
     try:
         assert server_mode.pair_installed("tiny")
         assert not server_mode.pair_installed("/some/path")
-        monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))  # an empty cache: no converted copy
 
         def missing(spec):
             raise ModelError(f"the {spec.role} model part package is not installed")
