@@ -10,13 +10,23 @@ huggingface_hub.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from helpers import CHROMIUM, CHROMIUM_ARGS, app_server_running, other_share_now, recording_kv  # noqa: E402
+from helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    app_server_running,
+    free_port,
+    other_share_now,
+    recording_kv,
+    stop_process,
+)
 
 from specviz import load_pair  # noqa: E402
 
@@ -109,3 +119,35 @@ def browser():
             yield b
         finally:
             b.close()
+
+
+# --- a real vLLM server, the remote target ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
+    per session, or ``SPECVIZ_TEST_VLLM_URL`` for one already running."""
+    if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
+        yield url.rstrip("/")
+        return
+    from specviz.models import vllm_local
+
+    if not vllm_local.installed():
+        pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.models.vllm_local install  "
+                    "(tests/run.sh does)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    cmd = vllm_local.serve_command(port, vllm_local.target_folder(), speculate=4)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        try:
+            took = vllm_local.wait_ready(url, proc, timeout_s=900)
+        except RuntimeError as exc:
+            pytest.fail(f"{exc}\n--- the server's log ---\n{log.read_text(errors='replace')[-4000:]}")
+        print(f"\nvLLM served {url} after {took:.0f} s", file=sys.stderr)
+        yield url
+    finally:
+        stop_process(proc, 60)
