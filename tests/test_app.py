@@ -448,6 +448,7 @@ def test_replay_page_shows_each_recorded_trace(replay_page, path):
     assert not at.exception, at.exception
 
 
+@pytest.mark.slow
 def test_replay_play_moves_the_slider_round_by_round(replay_page, monkeypatch):
     """During Play the round slider follows the round on screen (it used to stay at 0)."""
     from specviz.ui import replay as ui_replay

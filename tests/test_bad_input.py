@@ -166,6 +166,7 @@ def test_missing_gguf_and_a_file_that_is_not_one(tmp_path):
         load_pair(draft=str(other), target=str(other), device="cpu", dtype="float32")
 
 
+@pytest.mark.slow
 def test_damaged_gguf_leaves_no_half_written_cache(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)

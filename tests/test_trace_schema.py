@@ -448,6 +448,7 @@ def test_validate_needs_a_file(capsys):
     assert info.value.code == 2
 
 
+@pytest.mark.slow
 def test_validate_runs_as_a_command(tmp_path):
     import subprocess
     import sys
