@@ -9,6 +9,7 @@ huggingface_hub.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,8 +35,13 @@ from specviz import load_pair  # noqa: E402
 def pytest_collection_modifyitems(session, config, items):
     """The browser tests last, together (a stable sort: the order within is kept), so the
     session's Chromium and app server (below) live only while they run, and never beside
-    the tests that time runs or measure the machine's load."""
+    the tests that time runs or measure the machine's load. And the ``slow`` mark (the quick
+    loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
+    for item in items:
+        if any(item.get_closest_marker(name) for name in ("browser", "default_pair", "vllm")):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -121,11 +127,27 @@ def browser():
             b.close()
 
 
+# --- the real default pair ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def default_bf16_folders():
+    """The default pair's converted bf16 cache folders (draft, target), as the app's bf16 start
+    writes them: converted once on a machine (a couple of minutes), then read from the cache.
+    The fp32 tests load these folders in fp32 (the loader casts) instead of converting the
+    GGUFs a second time into an fp32 copy (~8 GB, about 2.5 minutes on 2 cores): what they
+    check, exactness and acceptance in fp32, holds for any fp32 weights of the pair."""
+    from specviz.models.pair import materialize
+
+    return tuple(materialize(source, lambda message, fraction: None, "bfloat16")
+                 for source in ("default-draft", "default-target"))
+
+
 # --- a real vLLM server, the remote target ---------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory):
+def vllm_server(request, tmp_path_factory):
     """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
     per session, or ``SPECVIZ_TEST_VLLM_URL`` for one already running."""
     if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
@@ -139,7 +161,12 @@ def vllm_server(tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    cmd = vllm_local.serve_command(port, vllm_local.target_folder(), speculate=4)
+    draft, target = request.getfixturevalue("default_bf16_folders")
+    # the bf16 cache folders, served in fp32 (vLLM casts them): no fp32 copy of the GGUFs is
+    # converted for the tests. vLLM's own speculative decoding with the default draft, 4 tokens
+    # a round (as serve_command(..., speculate=4) says it, with the bf16 draft folder).
+    cmd = vllm_local.serve_command(port, target, "float32") + [
+        "--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 4})]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
     try:

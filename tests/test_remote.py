@@ -39,8 +39,9 @@ PROMPTS = {
 
 
 @pytest.fixture(scope="module")
-def pair(vllm_server):
-    return load_pair(target_url=vllm_server, dtype="float32")
+def pair(vllm_server, default_bf16_folders):
+    """The default draft (its bf16 cache folder, in fp32: no fp32 conversion) and the server's target."""
+    return load_pair(draft=str(default_bf16_folders[0]), target_url=vllm_server, dtype="float32")
 
 
 def config(prompt: str = PROMPTS["code"], **kw) -> RunConfig:
