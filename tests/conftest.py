@@ -1,5 +1,7 @@
-"""Shared fixtures for the engine tests: the tiny pair (fp32, CPU), run helpers and
-a recorder of the KV-cached models a run creates.
+"""The fixtures shared by the test modules: the tiny pair (fp32, CPU), a recorder of the
+KV-cached models a run creates, the app on the tiny pair only, a fresh model cache, one
+Chromium and one app server for the browser tests, one vLLM server for the remote-target
+tests. Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
 
 Nothing here may reach a model hub: HF_HUB_OFFLINE is set before anything imports
 huggingface_hub.
@@ -7,31 +9,39 @@ huggingface_hub.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import subprocess
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    app_server_running,
+    free_port,
+    other_share_now,
+    recording_kv,
+    stop_process,
+)
 
-import specviz.engine.decode  # noqa: E402
-import specviz.engine.drafters  # noqa: E402
-import specviz.models.pair  # noqa: E402
-from specviz import RunConfig, autoregressive, load_pair, speculative  # noqa: E402
-from specviz.models.kv import KVModel  # noqa: E402
+from specviz import load_pair  # noqa: E402
 
 
-def stop_process(proc, grace_s: float) -> None:
-    """End a server the tests started: terminate, wait ``grace_s``, then kill."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
+def pytest_collection_modifyitems(session, config, items):
+    """The browser tests last, together (a stable sort: the order within is kept), so the
+    session's Chromium and app server (below) live only while they run, and never beside
+    the tests that time runs or measure the machine's load. And the ``slow`` mark (the quick
+    loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
+    for item in items:
+        if any(item.get_closest_marker(name) for name in ("browser", "default_pair", "vllm")):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -50,78 +60,6 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def make_config(**overrides) -> RunConfig:
-    """A fresh RunConfig (Decoding mutates the one it gets) with greedy defaults."""
-    base = dict(
-        prompt="Hello world", gamma=4, max_new_tokens=32, temperature=0.0, top_k=0,
-        top_p=1.0, seed=0, chat=True, stop=[], drafter="model", policy="constant",
-    )
-    base.update(overrides)
-    return RunConfig(**base)
-
-
-def run_sd(pair, **overrides):
-    return speculative(pair, make_config(**overrides)).run()
-
-
-def run_ar(pair, **overrides):
-    return autoregressive(pair, make_config(**overrides)).run()
-
-
-class KVRecorder:
-    """Every KVModel the engine creates, plus the longest record each ever held."""
-
-    def __init__(self) -> None:
-        self.instances: list[KVModel] = []
-        self.peak: dict[int, int] = {}
-        self.start = 0
-
-    def mark(self) -> None:
-        """Forget the KVModels of earlier runs: only later ones count from now on."""
-        self.start = len(self.instances)
-
-    @property
-    def current(self) -> list[KVModel]:
-        return self.instances[self.start:]
-
-    def of(self, model) -> list[KVModel]:
-        return [kv for kv in self.current if kv.model is model]
-
-    def target(self, pair) -> KVModel:
-        (kv,) = self.of(pair.target)
-        return kv
-
-    def draft(self, pair) -> KVModel | None:
-        found = self.of(pair.draft)
-        assert len(found) <= 1
-        return found[0] if found else None
-
-
-@contextlib.contextmanager
-def recording_kv():
-    """Patch the engine's KVModel with a subclass that registers its instances and
-    tracks the peak cache length (the engine itself runs unchanged). Usable inside
-    hypothesis tests, where function-scoped fixtures are not."""
-    rec = KVRecorder()
-
-    class Recorded(KVModel):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            rec.instances.append(self)
-            rec.peak[id(self)] = 0
-
-        def forward(self, new, keep):
-            out = super().forward(new, keep)
-            rec.peak[id(self)] = max(rec.peak[id(self)], len(self.tokens), self.cache_len)
-            return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(specviz.engine.decode, "KVModel", Recorded)
-        mp.setattr(specviz.models.pair, "KVModel", Recorded)  # ModelPair.target_kv
-        mp.setattr(specviz.engine.drafters, "KVModel", Recorded)
-        yield rec
 
 
 @pytest.fixture
@@ -143,3 +81,100 @@ def app_tiny_only(monkeypatch):
 
     monkeypatch.setattr(ui_pair, "load_pair", guarded)
     monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
+
+
+@pytest.fixture
+def specviz_cache(tmp_path, monkeypatch):
+    """An empty specviz cache (SPECVIZ_CACHE_DIR) for one test: converted models, measured costs."""
+    cache = tmp_path / "specviz-cache"
+    cache.mkdir()
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(cache))
+    return cache
+
+
+@pytest.fixture
+def quiet_machine():
+    """Skip when other programs already take cores: the machine is shared (other test runs)."""
+    from specviz.models import busy
+
+    share = other_share_now()
+    if share >= busy.BUSY_CORES / 2:
+        pytest.skip(f"the machine is busy: other processes take {share:.2f} cores (load {os.getloadavg()})")
+
+
+# --- the app in Chromium: one browser and one app server for the session ---------------------------------
+
+
+@pytest.fixture(scope="session")
+def app_server():
+    """One app server for every browser test that does not need to see a cold start
+    (tests/test_nav_browser.py starts its own). Each test opens its own session on it."""
+    with app_server_running() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One Chromium for the session; a test opens a fresh context (helpers.open_session) and closes it."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+# --- the real default pair ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def default_bf16_folders():
+    """The default pair's converted bf16 cache folders (draft, target), as the app's bf16 start
+    writes them: converted once on a machine (a couple of minutes), then read from the cache.
+    The fp32 tests load these folders in fp32 (the loader casts) instead of converting the
+    GGUFs a second time into an fp32 copy (~8 GB, about 2.5 minutes on 2 cores): what they
+    check, exactness and acceptance in fp32, holds for any fp32 weights of the pair."""
+    from specviz.models.pair import materialize
+
+    return tuple(materialize(source, lambda message, fraction: None, "bfloat16")
+                 for source in ("default-draft", "default-target"))
+
+
+# --- a real vLLM server, the remote target ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def vllm_server(request, tmp_path_factory):
+    """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
+    per session, or ``SPECVIZ_TEST_VLLM_URL`` for one already running."""
+    if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
+        yield url.rstrip("/")
+        return
+    from specviz.models import vllm_local
+
+    if not vllm_local.installed():
+        pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.models.vllm_local install  "
+                    "(tests/run.sh does)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    draft, target = request.getfixturevalue("default_bf16_folders")
+    # the bf16 cache folders, served in fp32 (vLLM casts them): no fp32 copy of the GGUFs is
+    # converted for the tests. vLLM's own speculative decoding with the default draft, 4 tokens
+    # a round (as serve_command(..., speculate=4) says it, with the bf16 draft folder).
+    cmd = vllm_local.serve_command(port, target, "float32") + [
+        "--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 4})]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        try:
+            took = vllm_local.wait_ready(url, proc, timeout_s=900)
+        except RuntimeError as exc:
+            pytest.fail(f"{exc}\n--- the server's log ---\n{log.read_text(errors='replace')[-4000:]}")
+        print(f"\nvLLM served {url} after {took:.0f} s", file=sys.stderr)
+        yield url
+    finally:
+        stop_process(proc, 60)

@@ -17,16 +17,12 @@ from specviz.ui import pair as ui_pair
 from specviz.ui import state as ui_state
 from specviz.ui import view as ui_view
 
+pytestmark = pytest.mark.usefixtures("app_tiny_only")  # every test runs the app on the tiny pair
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = ("pages/live.py", "pages/replay.py", "pages/parallel.py", "pages/about.py", "pages/inspect_round.py",
          "pages/sweep.py", "pages/theory.py", "pages/costs.py", "pages/server.py")
 TIMEOUT = 90
-
-
-@pytest.fixture(autouse=True)
-def tiny_only(app_tiny_only):
-    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 @pytest.fixture
@@ -452,6 +448,7 @@ def test_replay_page_shows_each_recorded_trace(replay_page, path):
     assert not at.exception, at.exception
 
 
+@pytest.mark.slow
 def test_replay_play_moves_the_slider_round_by_round(replay_page, monkeypatch):
     """During Play the round slider follows the round on screen (it used to stay at 0)."""
     from specviz.ui import replay as ui_replay

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_config
+from helpers import make_config
 
 from specviz import (
     BadInput,
@@ -36,10 +36,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
+def offline(monkeypatch, specviz_cache):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "specviz-cache"))
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
@@ -167,6 +166,7 @@ def test_missing_gguf_and_a_file_that_is_not_one(tmp_path):
         load_pair(draft=str(other), target=str(other), device="cpu", dtype="float32")
 
 
+@pytest.mark.slow
 def test_damaged_gguf_leaves_no_half_written_cache(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)

@@ -10,179 +10,36 @@ uses /usr/bin/chromium.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import stop_process
+from helpers import (
+    ROOT,
+    RUN_TIMEOUT_MS,
+    button,
+    choose,
+    expect,
+    no_exceptions,
+    open_session,
+    rgb,
+    run_to_done,
+    shot,
+    status,
+    timeline,
+    timeline_drawn,
+    wait_for_run,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-VIEWPORT = {"width": 1280, "height": 720}  # a classroom projector
-RUN_TIMEOUT_MS = 120_000
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason="needs Debian's Chromium at /usr/bin/chromium"),
-]
-sync_api = pytest.importorskip("playwright.sync_api")
-expect = sync_api.expect
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server():
-    """`streamlit run app.py` on the tiny pair; always terminated."""
-    port = _free_port()
-    env = dict(os.environ, SPECVIZ_PAIR="tiny", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "streamlit-server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"streamlit exited with {proc.returncode}; see {log.name}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            if time.monotonic() > deadline:
-                pytest.fail("streamlit did not answer its health check within 60 s")
-            time.sleep(0.3)  # between health checks only
-        yield url
-    finally:
-        stop_process(proc, 15)
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-# --- helpers ----------------------------------------------------------------------------
-
-def _wait_for_pair(page, timeout_ms: int = 90_000) -> None:
-    """Wait until the sidebar's pair card says the pair is loaded (specviz.ui.pair.pair_state),
-    then for that script run to end. While the pair loads the page's script state can read
-    "notRunning" (for a moment, as the page reruns with the pair): only the card tells."""
-    expect(page.locator('.sv-card[data-sv-pair="ready"]')).to_be_attached(timeout=timeout_ms)
-    _wait_for_run(page)
-
-
-def _wait_for_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
-    """Wait until the app is connected, its script run has finished and no element is stale
-    (what Streamlit's own e2e tests wait for). Only meaningful after an expect on content
-    that the run produces: right after a click the previous run's idle state still shows."""
-    app = page.locator('[data-testid="stApp"]')
-    expect(app).to_have_attribute("data-test-connection-state", "CONNECTED", timeout=timeout_ms)
-    expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout_ms)
-    expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=timeout_ms)
-
-
-def _open(browser, url: str, scheme: str = "light", path: str = ""):
-    """A fresh session at 1280×720. With ``path`` ("about", "replay"), the page is opened by
-    its address in a new session once the pair is loaded (a click in the top navigation
-    would do the same, but see test_app.py::test_switching_pages_keeps_the_tiny_pair)."""
-    ctx = browser.new_context(viewport=VIEWPORT, color_scheme=scheme)
-    page = ctx.new_page()
-    page.goto(url)
-    _wait_for_pair(page)
-    expect(_button(page, "run")).to_be_visible()
-    if path:
-        page.goto(f"{url}/{path}")
-        expect(page.locator('[data-testid="stMain"]')).to_be_visible()
-    return ctx, page
-
-
-def _button(page, key: str):
-    """A button by its widget key (names can clash: "Run" is also in "Last run JSON")."""
-    return page.locator(f".st-key-{key} button").filter(visible=True)  # not Streamlit's hidden sizing copy
-
-
-def _choose(page, key: str, option: str) -> None:
-    """Pick ``option`` in the selectbox with widget key ``key`` as a user of a long list does:
-    open it, type the option's text to filter the list, click the option. Streamlit draws
-    only the options in view, so one far down a long list is not in the page until then."""
-    box = page.locator(f".st-key-{key} [data-testid=stSelectbox]")
-    expect(box).to_be_visible(timeout=60_000)
-    _wait_for_run(page)
-    box.click()
-    page.keyboard.type(option)
-    page.get_by_role("option", name=option, exact=True).click()
-    expect(box.get_by_role("combobox")).to_have_value(option)
-
-
-def _status(page):
-    return page.locator(".sv-status")
-
-
-def _no_exceptions(page) -> None:
-    expect(page.locator('[data-testid="stException"]')).to_have_count(0)
-    main = page.locator('[data-testid="stMain"]')
-    expect(main).not_to_contain_text("Traceback")
-    expect(main).not_to_contain_text("DuplicateElement")
-
-
-def _timeline(page):
-    return page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
-
-
-def _timeline_drawn(page) -> None:
-    """Plotly draws after the script run ends: wait for the timeline's bars (11 or more)."""
-    expect(_timeline(page).locator(".barlayer .point").nth(10)).to_be_attached()
-
-
-def _shot(page, name: str) -> None:
-    page.mouse.move(VIEWPORT["width"] - 5, VIEWPORT["height"] - 5)  # no hover tooltip in the picture
-    expect(page.locator('[data-testid="stTooltipContent"]')).to_have_count(0)
-    page.screenshot(path=str(ARTIFACTS / name))
-
-
-def _run_to_done(page) -> None:
-    """Press Run on a fresh page (no earlier run) and wait for the run and its race to end."""
-    _button(page, "run").click()
-    expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
-    _wait_for_run(page)
-
-
-def _rgb(css: str) -> list[int]:
-    return [int(x) for x in re.findall(r"\d+", css)[:3]]
+pytestmark = pytest.mark.browser
 
 
 # --- Live -------------------------------------------------------------------------------
 
-def test_run_shows_marks_and_timeline(server, browser):
-    ctx, page = _open(browser, server, "light")
+def test_run_shows_marks_and_timeline(app_server, browser):
+    ctx, page = open_session(browser, app_server, "light")
     try:
-        _shot(page, "browser-light-start.png")
+        shot(page, "browser-light-start.png")
         expect(page.locator(".sv-hint")).not_to_have_count(0)  # empty strip, waiting for a run
         gamma = page.locator(".st-key-gamma").get_by_role("slider")
         expect(page.locator(".st-key-gamma [data-testid='stSliderThumbValue']")).to_have_text("γ = 4")
@@ -191,15 +48,15 @@ def test_run_shows_marks_and_timeline(server, browser):
         # Step with its keyboard shortcut: exactly one round appears
         gamma.blur()
         page.locator("body").press("s")
-        expect(_status(page)).to_contain_text("Round 1", timeout=60_000)
-        _wait_for_run(page)
+        expect(status(page)).to_contain_text("Round 1", timeout=60_000)
+        wait_for_run(page)
         expect(page.locator(".sv-strip .sv-round")).to_have_count(1)
         expect(page.locator(".sv-tok").first).to_be_visible()
 
         # Run to the end (a new run: the stepped one is replaced)
-        _run_to_done(page)
-        _timeline_drawn(page)
-        _shot(page, "browser-light-run.png")
+        run_to_done(page)
+        timeline_drawn(page)
+        shot(page, "browser-light-run.png")
 
         expect(page.locator(".sv-strip .sv-tok.sv-acc").first).to_be_attached()
         expect(page.locator(".sv-strip .sv-tok.sv-rej").first).to_be_attached()
@@ -208,29 +65,29 @@ def test_run_shows_marks_and_timeline(server, browser):
 
         charts = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot')
         expect(charts.nth(2)).to_be_attached()  # timeline, per-position acceptance, race (+ history)
-        ticks = " ".join(_timeline(page).locator(".ytick text").all_text_contents())
+        ticks = " ".join(timeline(page).locator(".ytick text").all_text_contents())
         assert "Draft" in ticks and "Target" in ticks and "idle" in ticks
-        assert "ms" in " ".join(_timeline(page).locator(".xtick text").all_text_contents())
+        assert "ms" in " ".join(timeline(page).locator(".xtick text").all_text_contents())
 
         expect(page.get_by_text("Speedup").first).to_be_visible()
         expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)  # run history
-        _no_exceptions(page)
+        no_exceptions(page)
 
         page.locator('[data-testid="stPlotlyChart"]').first.scroll_into_view_if_needed()
         expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_in_viewport()
-        _shot(page, "browser-light-timeline.png")
+        shot(page, "browser-light-timeline.png")
     finally:
         ctx.close()
 
 
-def test_gamma_label_keeps_the_toolbar_aligned(server, browser):
+def test_gamma_label_keeps_the_toolbar_aligned(app_server, browser):
     """The γ slider's visible label sits above it; the slider's track stays level with the buttons."""
-    ctx, page = _open(browser, server, "light")
+    ctx, page = open_session(browser, app_server, "light")
     try:
         label = page.locator(".st-key-gamma [data-testid='stWidgetLabel']")
         expect(label).to_contain_text("γ · draft length")
         track = page.locator(".st-key-gamma [data-testid='stSliderThumbValue']").locator("xpath=..").bounding_box()
-        run = _button(page, "run").bounding_box()
+        run = button(page, "run").bounding_box()
         lab = label.bounding_box()
         assert lab["y"] + lab["height"] <= track["y"], "the label overlaps the slider"
         thumb_mid = track["y"] + track["height"] / 2
@@ -241,13 +98,13 @@ def test_gamma_label_keeps_the_toolbar_aligned(server, browser):
         ctx.close()
 
 
-def test_status_reads_starting_right_after_run(server, browser):
+def test_status_reads_starting_right_after_run(app_server, browser):
     """Right after Run the status says "Starting", before the first round lands.
 
     On the tiny pair a run takes a second or two, so a poll could miss a short-lived
     status; a MutationObserver installed before the click records every status the page
     ever shows, with the number of rounds on screen at that moment."""
-    ctx, page = _open(browser, server, "light")
+    ctx, page = open_session(browser, app_server, "light")
     try:
         before = page.evaluate("() => document.querySelector('.sv-status').textContent")  # as the log records it
         assert "Starting" not in before
@@ -261,11 +118,11 @@ def test_status_reads_starting_right_after_run(server, browser):
             new MutationObserver(record).observe(document.body,
                 {subtree: true, childList: true, characterData: true});
         }""")
-        _button(page, "run").click()
+        button(page, "run").click()
         page.wait_for_function("() => window.__svLog.some(e => e.status.includes('Starting'))",
                                timeout=30_000)
         expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        _wait_for_run(page)
+        wait_for_run(page)
         log = page.evaluate("window.__svLog")
         shown = [e for e in log if e["status"] and e["status"] != before]
         assert shown, "the status never changed after Run"
@@ -273,15 +130,15 @@ def test_status_reads_starting_right_after_run(server, browser):
         assert shown[0]["rounds"] == 0, "Starting appeared only after a round was on screen"
         first_round = next(i for i, e in enumerate(log) if e["rounds"] > 0)
         assert any("Starting" in e["status"] for e in log[:first_round])
-        _no_exceptions(page)
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
-def test_full_output_is_visible_after_a_run(server, browser):
+def test_full_output_is_visible_after_a_run(app_server, browser):
     """After a run the whole output sits in one plain-text box (with a copy button),
     tall enough to show it all: the old box showed two lines."""
-    ctx, page = _open(browser, server, "light")
+    ctx, page = open_session(browser, app_server, "light")
     try:
         # A short prompt and room for 256 new tokens: on the tiny pair (one character per
         # token, a 256-token context) that is over 200 characters, three lines or more.
@@ -289,22 +146,22 @@ def test_full_output_is_visible_after_a_run(server, browser):
         prompt.fill("Hi")
         prompt.press("Control+Enter")
         expect(prompt).to_have_value("Hi")
-        _wait_for_run(page)
+        wait_for_run(page)
         page.get_by_text("Sampling and length").click()
         max_new = page.locator(".st-key-max_new_tokens input")
         max_new.fill("256")
         max_new.press("Enter")
         expect(max_new).to_have_value("256")
-        _wait_for_run(page)
+        wait_for_run(page)
         max_new.blur()
         race = page.locator(".st-key-race input")
         page.locator(".st-key-race label").click()  # no race: this test is about the output alone
         expect(race).not_to_be_checked()
-        _wait_for_run(page)
+        wait_for_run(page)
 
-        _run_to_done(page)
+        run_to_done(page)
         with page.expect_download() as dl:
-            _button(page, "dl_trace").click()
+            button(page, "dl_trace").click()
         trace = json.loads(Path(dl.value.path()).read_text(encoding="utf-8"))
         text = trace["output_text"]
         assert len(text) > 200, len(text)
@@ -325,89 +182,89 @@ def test_full_output_is_visible_after_a_run(server, browser):
         assert m["box"] > 2 * m["line"], f"the box is {m['box']:.0f} px high, two lines {2 * m['line']:.0f} px"
         assert m["scroll"] <= m["client"] + 1, f"the output is cut off: {m}"
         assert m["scrollW"] <= m["clientW"] + 1, f"the output runs off to the side: {m}"
-        _shot(page, "browser-output.png")
-        _no_exceptions(page)
+        shot(page, "browser-output.png")
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
-def test_second_run_measures_its_own_baseline(server, browser):
+def test_second_run_measures_its_own_baseline(app_server, browser):
     """Two Runs in a row with the race on: the second times the target alone afresh
     (a reused baseline says "reused from run N"; by default none is reused)."""
-    ctx, page = _open(browser, server, "light")
+    ctx, page = open_session(browser, app_server, "light")
     try:
         race_toggle = page.locator(".st-key-race input")
         expect(race_toggle).to_be_checked()
         race = page.locator('[data-testid="stColumn"]').filter(has_text="Race: speculative vs the target").last
-        _run_to_done(page)
+        run_to_done(page)
         expect(race).to_contain_text("Speedup")
-        _button(page, "run").click()
+        button(page, "run").click()
         # once the second run is recorded, the numbers compare it with run 1; on a busy
         # machine (other processes took the cores: a shared CI box) they say so instead
         compared = page.locator('[data-testid="stMetricDelta"]', has_text="#1").first
         busy = page.locator('[data-testid="stAlert"]', has_text="Timed on a busy machine").first
         expect(compared.or_(busy)).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        _wait_for_run(page)
+        wait_for_run(page)
         expect(race).to_contain_text("Speedup")
         expect(race).not_to_contain_text("reused")
-        _no_exceptions(page)
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
-def test_dark_theme_is_legible(server, browser):
-    ctx, page = _open(browser, server, "dark")
+def test_dark_theme_is_legible(app_server, browser):
+    ctx, page = open_session(browser, app_server, "dark")
     try:
         bg = page.evaluate(
             "getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor")
-        assert sum(_rgb(bg)) < 3 * 80, f"the app did not follow the dark colour scheme: {bg}"
+        assert sum(rgb(bg)) < 3 * 80, f"the app did not follow the dark colour scheme: {bg}"
         page.locator("body").press("g")  # Run's keyboard shortcut
         expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        _wait_for_run(page)
-        _timeline_drawn(page)
+        wait_for_run(page)
+        timeline_drawn(page)
         color = page.evaluate("getComputedStyle(document.querySelector('.sv-strip-in')).color")
-        assert sum(_rgb(color)) > 3 * 170, f"token text is not light on the dark theme: {color}"
+        assert sum(rgb(color)) > 3 * 170, f"token text is not light on the dark theme: {color}"
         expect(page.locator(".sv-strip .sv-tok.sv-acc").first).to_be_attached()
-        _shot(page, "browser-dark-run.png")
-        _no_exceptions(page)
+        shot(page, "browser-dark-run.png")
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
-def test_autoplay_is_slowed_and_stop_halts_it(server, browser):
-    ctx, page = _open(browser, server, "light")
+def test_autoplay_is_slowed_and_stop_halts_it(app_server, browser):
+    ctx, page = open_session(browser, app_server, "light")
     try:
         page.locator("body").press("a")  # Autoplay's shortcut
         expect(page.locator(".sv-badge", has_text="slow motion")).to_be_visible(timeout=30_000)
-        expect(_status(page)).to_contain_text("real")  # says its timings are the real ones
+        expect(status(page)).to_contain_text("real")  # says its timings are the real ones
         expect(page.locator(".sv-tok.sv-pend").first).to_be_visible(timeout=30_000)  # the draft's tokens, pending
-        stop = _button(page, "stop")
+        stop = button(page, "stop")
         expect(stop).to_be_enabled()
         page.locator("body").press("x")  # Stop's shortcut
-        expect(_status(page)).to_contain_text("Stopped after round", timeout=10_000)
-        _wait_for_run(page)
+        expect(status(page)).to_contain_text("Stopped after round", timeout=10_000)
+        wait_for_run(page)
         expect(stop).to_be_disabled()  # nothing plays any more
         rounds = page.locator(".sv-strip .sv-round").count()
         assert rounds >= 1
-        expect(_status(page)).to_contain_text(f"Stopped after round {rounds}.")
+        expect(status(page)).to_contain_text(f"Stopped after round {rounds}.")
         # It stayed where it stopped: one Step adds exactly one round to the same run.
         page.locator("body").press("s")
-        expect(_status(page)).to_contain_text(f"Round {rounds + 1}", timeout=60_000)
-        _wait_for_run(page)
+        expect(status(page)).to_contain_text(f"Round {rounds + 1}", timeout=60_000)
+        wait_for_run(page)
         expect(page.locator(".sv-strip .sv-round")).to_have_count(rounds + 1)
-        _no_exceptions(page)
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
 # --- How it works -----------------------------------------------------------------------
 
-def test_how_it_works_formulas_fit(server, browser):
+def test_how_it_works_formulas_fit(app_server, browser):
     """At 1280×720 every formula shows whole: no hidden horizontal scroll."""
-    ctx, page = _open(browser, server, "light", path="about")
+    ctx, page = open_session(browser, app_server, "light", path="about")
     try:
         expect(page.get_by_role("heading", name="How speculative decoding works")).to_be_visible(timeout=60_000)
-        _wait_for_run(page)
+        wait_for_run(page)
         displays = page.locator(".katex-display")
         expect(displays.nth(1)).to_be_attached()  # tokens per round, and the speedup
         for el in displays.all() + page.locator(".katex-display .katex").all():
@@ -416,28 +273,28 @@ def test_how_it_works_formulas_fit(server, browser):
         main = page.locator('[data-testid="stMain"]')
         expect(main).to_contain_text("Speculation can only pay off when α > c")
         expect(main).not_to_contain_text("acceptance beats c")
-        _shot(page, "browser-about.png")
+        shot(page, "browser-about.png")
         displays.last.scroll_into_view_if_needed()
         expect(displays.last).to_be_in_viewport()
-        _shot(page, "browser-about-formulas.png")
-        _no_exceptions(page)
+        shot(page, "browser-about-formulas.png")
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
 # --- Replay -----------------------------------------------------------------------------
 
-def test_replay_slider_follows_play(server, browser):
+def test_replay_slider_follows_play(app_server, browser):
     """Play moves the "Show up to round" slider with the round on screen; Step and the slider work."""
-    ctx, page = _open(browser, server, "light", path="replay")
+    ctx, page = open_session(browser, app_server, "light", path="replay")
     try:
         side = page.locator('[data-testid="stSidebar"]')
         trace = ROOT / "assets" / "traces" / "code-gamma4-greedy.json"
         n = len(json.loads(trace.read_text(encoding="utf-8"))["rounds"])
         assert n > 2  # Play is watched for two rounds before the end
-        _choose(page, "replay_source", f"Recorded: {trace.stem}")
-        expect(_status(page)).to_contain_text(f"Replay: all {n} rounds")
-        _wait_for_run(page)
+        choose(page, "replay_source", f"Recorded: {trace.stem}")
+        expect(status(page)).to_contain_text(f"Replay: all {n} rounds")
+        wait_for_run(page)
         rounds = side.get_by_role("slider", name="Show up to round")
         expect(rounds).to_have_value(str(n))
 
@@ -445,38 +302,38 @@ def test_replay_slider_follows_play(server, browser):
         speed.focus()
         speed.press("ArrowLeft")  # Normal -> Fast
         expect(speed).to_have_attribute("aria-valuetext", "Fast")
-        _wait_for_run(page)
+        wait_for_run(page)
 
-        _button(page, "replay_restart").click()
+        button(page, "replay_restart").click()
         expect(rounds).to_have_value("0")
-        expect(_status(page)).to_contain_text(f"round 0 of {n}")
-        _wait_for_run(page)
+        expect(status(page)).to_contain_text(f"round 0 of {n}")
+        wait_for_run(page)
 
-        _button(page, "replay_play").click()
+        button(page, "replay_play").click()
         expect(rounds).to_have_value("1", timeout=30_000)
         expect(rounds).to_have_value("2", timeout=30_000)  # it follows the play, round by round
         expect(page.locator(".sv-badge", has_text="slow motion")).to_be_visible()
-        expect(_button(page, "replay_stop")).to_be_enabled()
-        _shot(page, "browser-replay-playing.png")
+        expect(button(page, "replay_stop")).to_be_enabled()
+        shot(page, "browser-replay-playing.png")
 
         speed.focus()
         speed.press("ArrowLeft")  # Fast -> Instant: the play goes on, without slow motion
         expect(rounds).to_have_value(str(n), timeout=60_000)
-        expect(_status(page)).to_contain_text(f"Replay: all {n} rounds")
-        _wait_for_run(page)
-        expect(_button(page, "replay_stop")).to_be_disabled()
-        _timeline_drawn(page)
-        _shot(page, "browser-replay-end.png")
+        expect(status(page)).to_contain_text(f"Replay: all {n} rounds")
+        wait_for_run(page)
+        expect(button(page, "replay_stop")).to_be_disabled()
+        timeline_drawn(page)
+        shot(page, "browser-replay-end.png")
 
         # Step from the end starts again at round 1; the slider's keys move it by one round
-        _button(page, "replay_step").click()
+        button(page, "replay_step").click()
         expect(rounds).to_have_value("1")
-        _wait_for_run(page)
+        wait_for_run(page)
         rounds.focus()
         rounds.press("ArrowRight")
         expect(rounds).to_have_value("2")
-        expect(_status(page)).to_contain_text("Round 2")
-        _wait_for_run(page)
-        _no_exceptions(page)
+        expect(status(page)).to_contain_text("Round 2")
+        wait_for_run(page)
+        no_exceptions(page)
     finally:
         ctx.close()

@@ -4,15 +4,13 @@ page (AppTest; the browser test is in test_busy_browser.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import time
 from collections import namedtuple
 from pathlib import Path
 
 import pytest
-from conftest import make_config, run_sd
+from helpers import busy_loops, make_config, needs_fork, other_share_now, run_sd
 from streamlit.testing.v1 import AppTest
 
 from specviz import Trace, speculative
@@ -33,7 +31,6 @@ from specviz.record.contention import OTHER_PROCESSES, Contention, describe, mer
 from specviz.record.i18n import gettext_for
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-BUSY_S = 60  # a busy loop ends by itself after this long, whatever happens to the test
 LONG = dict(prompt="Hello world", gamma=4, max_new_tokens=200, stop=["@@never"])  # about 1 s timed here
 ZH = gettext_for("zh_CN")
 
@@ -131,57 +128,6 @@ def test_sampling_is_cheap():
 
 
 # --- a real machine: busy loops beside the run ------------------------------------------------
-
-
-def _spin(until: float, started) -> None:
-    os.sched_setaffinity(0, os.sched_getaffinity(0))  # the parent's CPUs (inherited; said for the reader)
-    started.set()
-    x = 0
-    while time.time() < until:
-        x += 1
-
-
-@contextlib.contextmanager
-def busy_loops(n: int = 2, seconds: float = BUSY_S):
-    """``n`` processes spinning on this process's CPUs, for at most ``seconds``; killed on exit."""
-    ctx = multiprocessing.get_context("fork")
-    procs, events = [], []
-    try:
-        for _ in range(n):
-            started = ctx.Event()
-            p = ctx.Process(target=_spin, args=(time.time() + seconds, started), daemon=True)
-            p.start()
-            procs.append(p)
-            events.append(started)
-        for e in events:
-            assert e.wait(10), "a busy loop did not start"
-        time.sleep(0.2)
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.join(5)
-
-
-def other_share_now(seconds: float = 1.0) -> float:
-    """Cores other processes take right now, over ``seconds``."""
-    meter = CpuMeter()
-    meter.start()
-    time.sleep(seconds)
-    meter.stop()
-    return meter.share
-
-
-@pytest.fixture
-def quiet_machine():
-    """Skip when other programs already take cores: the machine is shared (other test runs)."""
-    share = other_share_now()
-    if share >= busy.BUSY_CORES / 2:
-        pytest.skip(f"the machine is busy: other processes take {share:.2f} cores (load {os.getloadavg()})")
-
-
-needs_fork = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux: fork and CPU affinity")
 
 
 def others(trace) -> list[Contention]:

@@ -130,6 +130,7 @@ def test_unknown_model_exits_2(tmp_path, capsys):
     assert "unknown model or file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_module_entry_point_runs_in_a_fresh_process(tmp_path):
     out = tmp_path / "t.json"
     proc = subprocess.run(

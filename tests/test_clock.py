@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import make_config, run_sd
+from helpers import make_config, run_sd
 
 import specviz.engine.detokenize
 from specviz import speculative
@@ -30,6 +30,7 @@ def _per_round(trace) -> tuple[float, float]:
     return s["overhead_ms"] / s["rounds"], s["wall_ms"] / s["rounds"]
 
 
+@pytest.mark.slow
 def test_slow_text_work_does_not_move_the_timings(tiny_pair, monkeypatch):
     """Every decode made 50 ms slower: a run's overhead and wall time per round stay
     within noise, because all text work happens off the clock."""

@@ -47,6 +47,7 @@ def test_parallel_needs_two_cores_and_the_memory():
     assert not convert.parallel_ok(free_bytes=10 * convert.PARALLEL_MIN_FREE, cpus=1)
 
 
+@pytest.mark.slow
 def test_a_child_that_cannot_read_the_gguf_says_so(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF but not really")
@@ -58,8 +59,7 @@ def test_a_child_that_cannot_read_the_gguf_says_so(tmp_path):
 
 
 @pytest.fixture
-def two_ggufs(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "cache"))
+def two_ggufs(tmp_path, specviz_cache):
     return [_small_gguf(tmp_path / f"{name}.gguf") for name in ("d", "t")]
 
 

@@ -40,12 +40,6 @@ def pair():
 
 
 @pytest.fixture
-def cache_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def counted(monkeypatch):
     """Count calls of costs.measure (load_or_measure calls it through the module)."""
     calls = []
@@ -229,7 +223,7 @@ def test_latency_model_from_rows_interpolates():
         latency_model([r for r in rows if r["model"] == "draft"])
 
 
-def test_latency_model_from_a_real_measurement(pair, cache_home):
+def test_latency_model_from_a_real_measurement(pair, specviz_cache):
     rows, meta = load_or_measure(pair, CTX, LATENCY_GRID, repeats=1)
     lm = latency_model(rows, meta=meta)
     assert sorted(lm.verify_ms) == list(range(1, 34)) and sorted(lm.draft_ms) == [1, 2, 4, 8, 16, 32]
@@ -272,10 +266,10 @@ def test_file_names_are_safe_and_pure():
     assert "/" not in cache_file_name("org/d", "org/t", "cuda:1", "bfloat16", 8, "grid-ab")
 
 
-def test_cache_is_written_once_and_reused(pair, cache_home, counted):
+def test_cache_is_written_once_and_reused(pair, specviz_cache, counted):
     rows, meta = load_or_measure(pair, CTX, SMALL, repeats=1)
     assert len(counted) == 1 and meta["cached"] is False and meta["complete"] is True
-    path = cache_home / "costs" / cache_file_name("tiny-draft", "tiny-target", "cpu", "float32", CTX,
+    path = specviz_cache / "costs" / cache_file_name("tiny-draft", "tiny-target", "cpu", "float32", CTX,
                                                    grid_name(SMALL))
     assert meta["path"] == str(path) and path.is_file()
     assert list(path.parent.iterdir()) == [path]  # no temporary file left behind
@@ -302,10 +296,10 @@ def test_cache_is_written_once_and_reused(pair, cache_home, counted):
     assert len(counted) == 4 and len(list(path.parent.glob("*.json"))) == 3
 
 
-def test_a_damaged_or_foreign_cache_file_is_measured_again(pair, cache_home, counted):
+def test_a_damaged_or_foreign_cache_file_is_measured_again(pair, specviz_cache, counted):
     _, meta = load_or_measure(pair, CTX, SMALL, repeats=1)
     path = Path(meta["path"])
-    assert path.parent == cache_home / "costs"
+    assert path.parent == specviz_cache / "costs"
     path.write_text("{not json")
     _, meta = load_or_measure(pair, CTX, SMALL, repeats=1)
     assert len(counted) == 2 and meta["cached"] is False
@@ -321,10 +315,10 @@ def test_a_damaged_or_foreign_cache_file_is_measured_again(pair, cache_home, cou
     assert load_or_measure(pair, CTX, SMALL, repeats=1)[1]["cached"] is True
 
 
-def test_a_stopped_measurement_is_returned_but_not_saved(pair, cache_home, counted):
+def test_a_stopped_measurement_is_returned_but_not_saved(pair, specviz_cache, counted):
     go_on = [False] * (2 + len(SMALL) + 1)  # two fills, the warm-up sweep, one timed pass
     rows, meta = load_or_measure(pair, CTX, SMALL, repeats=1, stop=iter([*go_on, True]).__next__)
     assert 0 < len(rows) < len(SMALL) and meta["complete"] is False and meta["cached"] is False
-    assert not (cache_home / "costs").exists() or not list((cache_home / "costs").iterdir())
+    assert not (specviz_cache / "costs").exists() or not list((specviz_cache / "costs").iterdir())
     load_or_measure(pair, CTX, SMALL, repeats=1)
     assert len(counted) == 2

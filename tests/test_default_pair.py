@@ -1,8 +1,9 @@
 """Integration tests on the real embedded default pair (Qwen2.5-Coder 0.5B -> 1.5B).
 
-The first run assembles the GGUF parts and converts them into the safetensors
-cache (a couple of minutes); later runs load from the cache. fp32 throughout:
-exactness is tested where it must hold token for token.
+The first run assembles the GGUF parts and converts them into the bf16 safetensors
+cache (a couple of minutes; conftest's default_bf16_folders); later runs load from the cache.
+Exactness is tested in fp32, where it must hold token for token, on those bf16 weights cast
+to fp32 (no second, fp32 conversion of the GGUFs).
 """
 
 import gc
@@ -12,17 +13,18 @@ import pytest
 
 from specviz.cli import commands as cli
 from specviz.models.default_parts import DRAFT, TARGET
-from specviz.models.pair import cache_dir, load_pair
+from specviz.models.pair import cache_dir, dtype_folder, load_pair
 
 pytestmark = pytest.mark.default_pair
 
 CODE_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 
 
-def test_compare_cli_fp32_identical_and_accepting(tmp_path, capsys):
+def test_compare_cli_fp32_identical_and_accepting(default_bf16_folders, tmp_path, capsys):
+    draft, target = default_bf16_folders
     out = tmp_path / "compare.json"
     rc = cli.main([
-        "compare", "--pair", "default", "--device", "cpu", "--dtype", "float32",
+        "compare", "--draft", str(draft), "--target", str(target), "--device", "cpu", "--dtype", "float32",
         "--prompt", CODE_PROMPT, "--gamma", "4", "--max-new-tokens", "48",
         "--json", str(out), "--quiet",
     ])
@@ -41,10 +43,11 @@ def test_compare_cli_fp32_identical_and_accepting(tmp_path, capsys):
     gc.collect()
 
 
-def test_warm_start_loads_from_cache_without_converting():
-    # The test above (or an earlier run) filled the cache.
-    for spec in (DRAFT, TARGET):
-        folder = cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}"
+def test_warm_start_loads_from_cache_without_converting(default_bf16_folders):
+    # default_bf16_folders (or an earlier run) filled the cache.
+    for spec, made in zip((DRAFT, TARGET), default_bf16_folders, strict=True):
+        folder = dtype_folder(cache_dir() / "models" / f"{spec.name}-{spec.sha256[:12]}", "bfloat16")
+        assert folder == made
         assert (folder / "model.safetensors").is_file()
         assert (folder / "specviz.json").is_file()
     stages: list[str] = []

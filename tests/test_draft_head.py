@@ -1,23 +1,21 @@
 """The cut draft head (FR-Spec): a cheaper draft that never changes the output.
 
-Greedy: the output equals the target's own, whatever the cut. Sampling: the tokens
-follow the target's distribution exactly (chi-square against exact probabilities),
+Greedy: the output equals the target's own, whatever the cut (in tests/test_exactness.py::
+test_greedy_output_is_the_targets_own_for_every_draft_variant, the cut-head cases). Sampling: the tokens
+follow the target's distribution exactly (chi-square against exact probabilities, in
+tests/test_sampling.py::test_first_two_tokens_follow_the_target, the cut-head cases),
 because q is renormalised over the kept ids and the acceptance rule uses that q.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections import Counter
 
 import pytest
 import torch
-from conftest import make_config, run_ar, run_sd
-from test_sampling import P_MIN, chi2_fit, exact_first_two
+from helpers import make_config, run_sd
 
 from specviz import BadInput, speculative
-from specviz.engine.acceptance import Sampling
 from specviz.models.draft_head import kept_ids
 from specviz.models.kv import KVModel
 from specviz.record.validate import encode_prompt
@@ -47,19 +45,6 @@ def test_the_cut_keeps_the_end_of_sequence_ids(tiny_pair):
     assert len(head) >= 8
 
 
-@pytest.mark.parametrize("n", [6, 12, 24, 60])
-@pytest.mark.parametrize("gamma", [1, 3, 6])
-@pytest.mark.parametrize("prompt", ["Hello world", "The quick brown fox jumps", "1, 2, 3, 4"])
-def test_greedy_output_is_the_targets_own(tiny_pair, n, gamma, prompt):
-    ar = run_ar(tiny_pair, prompt=prompt, max_new_tokens=40)
-    sd = run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=40, draft_vocab=n)
-    assert sd.output_ids == ar.output_ids
-    kept = set(tiny_pair.cut_head(n).ids.tolist())
-    proposed = [t for r in sd.rounds for t in r.proposed]
-    assert proposed and set(proposed) <= kept, "the cut draft proposed an id outside its head"
-    assert sd.config.draft_vocab == n
-
-
 def test_a_cut_changes_what_the_draft_proposes(tiny_pair):
     """The test above means something only if the cut really changes the draft."""
     full = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=40)
@@ -71,48 +56,6 @@ def test_sampling_q_is_renormalised_over_the_kept_ids(tiny_pair):
     dec = speculative(tiny_pair, make_config(temperature=1.0, seed=3, draft_vocab=12, max_new_tokens=12))
     rnd = next(dec)
     assert rnd.proposed and all(0.0 < q <= 1.0 for q in rnd.draft_probs)
-
-
-@pytest.mark.parametrize("n, gamma, s, runs", [
-    (12, 3, Sampling(1.0, 0, 1.0), 1500),
-    (24, 2, Sampling(0.8, 0, 0.9), 1000),
-])
-def test_sampling_keeps_the_targets_distribution(tiny_pair, n, gamma, s, runs):
-    """The first two tokens of many seeded runs, against exact P(t1, t2) of the target."""
-    prompt = "Hello world"
-    eos = set(tiny_pair.eos_ids)
-    expected = Counter()
-    for (t1, t2), v in exact_first_two(tiny_pair, encode_prompt(tiny_pair.tokenizer, prompt, True), s).items():
-        expected[(t1, None) if t1 in eos else (t1, t2)] += v  # a run ends at an EOS
-    assert math.isclose(sum(expected.values()), 1.0, abs_tol=1e-6)
-    kept = set(tiny_pair.cut_head(n).ids.tolist())
-    outside = sum(v for (t1, _), v in expected.items() if t1 not in kept)
-    assert outside > 0.05, "the target must put mass outside the kept ids, or the residual goes untested"
-    counts, accepted, drafted = sample_first_two(tiny_pair, prompt, gamma, s, runs, draft_vocab=n)
-    pvalue = chi2_fit(counts, expected, runs)
-    assert pvalue > P_MIN, f"chi-square p = {pvalue:.2e}; most common {counts.most_common(6)}"
-    assert 0 < accepted < drafted
-
-
-def sample_first_two(pair, prompt: str, gamma: int, s: Sampling, runs: int, **config) -> tuple[Counter, int, int]:
-    """The first two tokens (or EOS) of ``runs`` seeded speculative runs, and the first
-    rounds' accepted and drafted counts."""
-    counts, accepted, drafted = Counter(), 0, 0
-    for seed in range(runs):
-        dec = speculative(pair, make_config(prompt=prompt, gamma=gamma, max_new_tokens=8, temperature=s.temperature,
-                                            top_k=s.top_k, top_p=s.top_p, seed=seed, **config))
-        counts[first_two_or_eos(dec)] += 1
-        accepted += dec.trace.rounds[0].accepted
-        drafted += len(dec.trace.rounds[0].proposed)
-    return counts, accepted, drafted
-
-
-def first_two_or_eos(dec) -> tuple[int, int | None]:
-    for _ in dec:
-        if len(dec.trace.output_ids) >= 2:
-            break
-    out = dec.trace.output_ids
-    return (out[0], None) if dec.trace.stop_reason == "eos" and len(out) == 1 else tuple(out[:2])
 
 
 def test_bad_draft_vocab_is_refused(tiny_pair):

@@ -5,7 +5,7 @@ candidates. Serial speculative decoding accepts position j exactly when rank j i
 from __future__ import annotations
 
 import pytest
-from conftest import run_ar, run_sd
+from helpers import run_ar, run_sd
 
 from specviz import Trace
 from specviz.engine.decode import TOP_F, teacher_forced_view

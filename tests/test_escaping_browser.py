@@ -17,19 +17,18 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401  (server and browser are fixtures)
+from helpers import (
     ARTIFACTS,
     ROOT,
-    _button,
-    _choose,
-    _no_exceptions,
-    _open,
-    _shot,
-    _status,
-    _wait_for_run,
-    browser,
+    button,
+    choose,
     expect,
-    server,
+    no_exceptions,
+    open_session,
+    run_to_done,
+    shot,
+    status,
+    wait_for_run,
 )
 
 from specviz import Trace
@@ -59,9 +58,9 @@ def _hostile_trace(path: Path) -> Trace:
 
 
 def _upload(page, path: Path) -> None:
-    _choose(page, "replay_source", "Upload a trace file…")
+    choose(page, "replay_source", "Upload a trace file…")
     expect(page.get_by_text("Replay a recorded run")).to_be_visible()  # no trace on screen until the upload
-    _wait_for_run(page)
+    wait_for_run(page)
     uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
     expect(uploader).to_be_attached()
     uploader.set_input_files(str(path))
@@ -74,18 +73,18 @@ def _nothing_ran(page) -> None:
     expect(page.locator(".katex")).to_have_count(0)  # no formula drawn from $x^2$
 
 
-def test_trace_text_shows_as_written_and_runs_nothing(server, browser, tmp_path):
+def test_trace_text_shows_as_written_and_runs_nothing(app_server, browser, tmp_path):
     hostile = tmp_path / "hostile-trace.json"
     trace = _hostile_trace(hostile)
     n = len(trace.rounds)
-    ctx, page = _open(browser, server, "light", path="replay")
+    ctx, page = open_session(browser, app_server, "light", path="replay")
     try:
         _upload(page, hostile)
         main = page.locator('[data-testid="stMain"]')
         caption = main.locator('[data-testid="stCaptionContainer"]').first
         expect(caption).to_contain_text(f"prompt: '{PROMPT}'", timeout=60_000)  # the whole prompt, every character
-        expect(_status(page)).to_contain_text(f"Replay: all {n} rounds")
-        _wait_for_run(page)
+        expect(status(page)).to_contain_text(f"Replay: all {n} rounds")
+        wait_for_run(page)
         timeline = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
         expect(timeline.locator(".barlayer .point").nth(10)).to_be_attached()
         _nothing_ran(page)
@@ -99,7 +98,7 @@ def test_trace_text_shows_as_written_and_runs_nothing(server, browser, tmp_path)
         expect(strip).to_contain_text('<img·src=x·onerror="window.__xss=1">')  # spaces shown as ·
         expect(strip.locator("script, img, a")).to_have_count(0)
         caption.scroll_into_view_if_needed()
-        _shot(page, "browser-replay-escaped.png")
+        shot(page, "browser-replay-escaped.png")
 
         # the timeline's hover: consecutive draft passes propose each payload, shown as written
         hover = timeline.locator(".hoverlayer .hovertext")
@@ -125,24 +124,24 @@ def test_trace_text_shows_as_written_and_runs_nothing(server, browser, tmp_path)
         downloads = page.locator(".st-key-replay_downloads")
         downloads.scroll_into_view_if_needed()
         for key in ("replay_dl_trace", "replay_dl_timeline_html", "replay_dl_timeline_png"):
-            expect(_button(page, key)).to_be_visible()
-        _shot(page, "browser-replay-downloads.png")
+            expect(button(page, key)).to_be_visible()
+        shot(page, "browser-replay-downloads.png")
 
         with page.expect_download() as dl:
-            _button(page, "replay_dl_trace").click()
+            button(page, "replay_dl_trace").click()
         assert dl.value.suggested_filename == "specviz-hostile-trace.json"
         back = Trace.from_json(Path(dl.value.path()).read_text(encoding="utf-8"))
         assert back.config.prompt == PROMPT and back.to_dict() == trace.to_dict()
 
         with page.expect_download(timeout=60_000) as dl:
-            _button(page, "replay_dl_timeline_html").click()
+            button(page, "replay_dl_timeline_html").click()
         assert dl.value.suggested_filename == "specviz-hostile-trace-timeline.html"
         html_path = tmp_path / "timeline.html"
         dl.value.save_as(html_path)
         assert SCRIPT not in html_path.read_text(encoding="utf-8")
 
         with page.expect_download(timeout=120_000) as dl:
-            _button(page, "replay_dl_timeline_png").click()
+            button(page, "replay_dl_timeline_png").click()
         assert dl.value.suggested_filename == "specviz-hostile-trace-timeline.png"
         png = Path(dl.value.path()).read_bytes()
         assert png.startswith(exports.PNG_MAGIC)
@@ -150,7 +149,7 @@ def test_trace_text_shows_as_written_and_runs_nothing(server, browser, tmp_path)
         (ARTIFACTS / "replay-timeline-export.png").write_bytes(png)
         expect(page.locator('[data-testid="stDownloadButtonError"]')).to_have_count(0)
         _nothing_ran(page)
-        _no_exceptions(page)
+        no_exceptions(page)
 
         # the HTML page on its own, with no network: it draws, and nothing from the trace runs
         offline = ctx.new_page()
@@ -165,45 +164,44 @@ def test_trace_text_shows_as_written_and_runs_nothing(server, browser, tmp_path)
         ctx.close()
 
 
-def test_a_bad_file_is_named_as_written(server, browser, tmp_path):
+def test_a_bad_file_is_named_as_written(app_server, browser, tmp_path):
     """An error that quotes the file (here its schema_version) shows the quote literally."""
     bad = tmp_path / "bad.json"
     version = f"{LINK} {LATEX} <b>b</b>"
     bad.write_text(json.dumps({"schema_version": version}), encoding="utf-8")
-    ctx, page = _open(browser, server, "light", path="replay")
+    ctx, page = open_session(browser, app_server, "light", path="replay")
     try:
         _upload(page, bad)
         alert = page.locator('[data-testid="stSidebar"] [data-testid="stAlert"]')
         expect(alert).to_contain_text("That file cannot be replayed", timeout=30_000)
-        _wait_for_run(page)
+        wait_for_run(page)
         expect(alert).to_contain_text(version)  # quoted in full, as written
         expect(alert.locator("a, b, .katex")).to_have_count(0)
-        _shot(page, "browser-replay-bad-file.png")
+        shot(page, "browser-replay-bad-file.png")
         _nothing_ran(page)
-        _no_exceptions(page)
+        no_exceptions(page)
     finally:
         ctx.close()
 
 
-def test_live_offers_the_last_run_as_files(server, browser, tmp_path):
+def test_live_offers_the_last_run_as_files(app_server, browser, tmp_path):
     """Under Run history: the history CSV, the last run's JSON, and its timeline as an offline
     page and as a PNG (made when clicked)."""
-    from test_browser import _run_to_done
 
-    ctx, page = _open(browser, server, "light")
+    ctx, page = open_session(browser, app_server, "light")
     try:
-        _run_to_done(page)
+        run_to_done(page)
         for key in ("dl_history", "dl_trace", "dl_timeline_html", "dl_timeline_png"):
-            expect(_button(page, key)).to_be_visible()
-        expect(_button(page, "dl_timeline_png")).to_be_enabled()
-        _button(page, "dl_timeline_html").scroll_into_view_if_needed()
-        _shot(page, "browser-live-downloads.png")
+            expect(button(page, key)).to_be_visible()
+        expect(button(page, "dl_timeline_png")).to_be_enabled()
+        button(page, "dl_timeline_html").scroll_into_view_if_needed()
+        shot(page, "browser-live-downloads.png")
         with page.expect_download(timeout=60_000) as dl:
-            _button(page, "dl_timeline_html").click()
+            button(page, "dl_timeline_html").click()
         assert re.fullmatch(r"specviz-run-\d+-timeline\.html", dl.value.suggested_filename)
         page_html = Path(dl.value.path()).read_text(encoding="utf-8")
         assert 'class="plotly-graph-div"' in page_html and "<title>Speculative, γ=" in page_html
         expect(page.locator('[data-testid="stDownloadButtonError"]')).to_have_count(0)
-        _no_exceptions(page)
+        no_exceptions(page)
     finally:
         ctx.close()

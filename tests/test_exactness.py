@@ -14,7 +14,7 @@ from __future__ import annotations
 import string
 
 import pytest
-from conftest import make_config, recording_kv, run_ar, run_sd
+from helpers import make_config, recording_kv, run_ar, run_sd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +99,7 @@ def checked(pair, mode, **overrides):
 # --- exactness ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -153,6 +154,41 @@ def test_heuristic_policy_follows_its_schedule(tiny_pair):
         assert rnd.gamma == min(state, left - 1), f"round {i}"
         produced += len(rnd.emitted)
     assert grew and shrank, "the run should exercise both directions of the schedule"
+
+
+# --- the draft variants: a cut head (FR-Spec) and an int8 draft ------------------------------------
+
+_AR: dict[str, list[int]] = {}
+
+
+def target_own(pair, prompt: str) -> list[int]:
+    """The target's own greedy 40 tokens for ``prompt`` (computed once per prompt)."""
+    if prompt not in _AR:
+        _AR[prompt] = run_ar(pair, prompt=prompt, max_new_tokens=40).output_ids
+    return _AR[prompt]
+
+
+VARIANT_PROMPTS = ["Hello world", "The quick brown fox jumps", "1, 2, 3, 4"]
+VARIANTS = (
+    # the cut head of n ids: every n, gamma and prompt (tests/test_draft_head.py covers the rest)
+    [(dict(draft_vocab=n), g, p) for n in (6, 12, 24, 60) for g in (1, 3, 6) for p in VARIANT_PROMPTS]
+    # the int8 draft, with the full head and a cut one (tests/test_quant.py covers the rest)
+    + [(dict(draft_vocab=n, draft_quant="int8"), g, p) for n in (0, 24) for g in (1, 4) for p in VARIANT_PROMPTS[:2]]
+)
+
+
+@pytest.mark.parametrize("variant, gamma, prompt", VARIANTS,
+                         ids=[f"{'-'.join(f'{k}={v}' for k, v in d.items())}-g{g}-{p[:5]}" for d, g, p in VARIANTS])
+def test_greedy_output_is_the_targets_own_for_every_draft_variant(tiny_pair, variant, gamma, prompt):
+    sd = run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=40, **variant)
+    assert sd.output_ids == target_own(tiny_pair, prompt)
+    quant, n = variant.get("draft_quant", "none"), variant["draft_vocab"]
+    assert sd.config.draft_vocab == n and sd.config.draft_quant == quant
+    proposed = [t for r in sd.rounds for t in r.proposed]
+    assert proposed, "the draft proposed nothing: the test would prove nothing"
+    if n:
+        kept = set(tiny_pair.cut_head(n, quant).ids.tolist())
+        assert set(proposed) <= kept, "the cut draft proposed an id outside its head"
 
 
 # --- edges of the draft length ----------------------------------------------------------

@@ -7,12 +7,13 @@ import math
 import re
 
 import pytest
+from helpers import make_round
 
 from specviz import RunConfig, autoregressive, speculative
 from specviz import figures as F
 from specviz.analysis.metrics import position_counts
 from specviz.record.contention import Contention
-from specviz.record.run_trace import Event, Round, Trace, rounds_text, summarize, trace_at, trace_upto
+from specviz.record.run_trace import Trace, rounds_text, summarize, trace_at, trace_upto
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 
@@ -25,21 +26,6 @@ def sd(tiny_pair) -> Trace:
 @pytest.fixture(scope="module")
 def ar(tiny_pair) -> Trace:
     return autoregressive(tiny_pair, RunConfig(prompt=PROMPT, max_new_tokens=48)).run()
-
-
-def _round(index=0, proposed="abc", accepted=1, correction="X", emitted=None, bonus=None) -> Round:
-    n = len(proposed)
-    bonus = accepted == n and n > 0 if bonus is None else bonus
-    ids = [ord(c) for c in proposed]
-    kept = emitted if emitted is not None else ids[:accepted] + [ord(correction[0])]
-    text = proposed[: min(accepted, len(kept))] + (correction if len(kept) > accepted else "")
-    return Round(
-        index=index, gamma=n, proposed=ids, proposed_text=list(proposed), draft_probs=[0.5] * n, target_probs=[0.25] * n,
-        accepted=accepted, rejected=ids[accepted:], correction=ord(correction[0]), correction_text=correction,
-        bonus=bonus, emitted=kept, emitted_text=text,
-        events=[Event("draft", "draft_forward", 10.0 * index + i, 10.0 * index + i + 1, []) for i in range(n)]
-        + [Event("target", "verify_forward", 10.0 * index + n, 10.0 * index + n + 4, [0] * (n + 1))],
-    )
 
 
 def _count(html: str, cls: str) -> int:
@@ -64,7 +50,7 @@ def test_visible_escapes_html_and_shows_whitespace():
 
 
 def test_round_marks_accepted_rejected_and_fix():
-    html = F.round_html(_round(proposed="abcd", accepted=2, correction="Z"))
+    html = F.round_html(make_round(proposed="abcd", accepted=2, correction="Z"))
     assert _count(html, "sv-acc") == 2
     assert _count(html, "sv-rej") == 2
     assert _count(html, "sv-fix") == 1
@@ -73,20 +59,20 @@ def test_round_marks_accepted_rejected_and_fix():
 
 
 def test_round_all_accepted_gets_a_bonus_label():
-    html = F.round_html(_round(proposed="ab", accepted=2, correction="c"))
+    html = F.round_html(make_round(proposed="ab", accepted=2, correction="c"))
     assert _count(html, "sv-acc") == 2 and _count(html, "sv-rej") == 0
     assert _labels(html) == ["bonus"]
 
 
 def test_round_without_draft_is_the_targets_own_token():
-    rnd = _round(proposed="", accepted=0, correction="q")
+    rnd = make_round(proposed="", accepted=0, correction="q")
     assert F.target_label(rnd) == "target"
     html = F.round_html(rnd)
     assert _labels(html) == ["target"] and _count(html, "sv-fix") == 1
 
 
 def test_tokens_past_the_stop_are_not_shown_as_kept():
-    rnd = _round(proposed="abc", accepted=3, correction="d", emitted=[ord("a")])
+    rnd = make_round(proposed="abc", accepted=3, correction="d", emitted=[ord("a")])
     html = F.round_html(rnd)
     assert _count(html, "sv-acc") == 1 and _count(html, "sv-cut") == 2 and "sv-fix" not in html
     assert _labels(html) == []
@@ -95,7 +81,7 @@ def test_tokens_past_the_stop_are_not_shown_as_kept():
 
 
 def test_phases_draw_pending_tokens():
-    rnd = _round(proposed="abcd", accepted=1)
+    rnd = make_round(proposed="abcd", accepted=1)
     draft = F.round_html(rnd, "draft", shown=2)
     assert _count(draft, "sv-pend") == 2 and "sv-caret" in draft and "sv-acc" not in draft
     verify = F.round_html(rnd, "verify")
@@ -105,18 +91,18 @@ def test_phases_draw_pending_tokens():
 
 
 def test_committed_newlines_break_the_line_tidily():
-    assert F.round_html(_round(proposed="a\nb", accepted=3, correction="c")).count("<br>") == 1
-    many = _round(proposed="ab", accepted=2, correction="\n\n\n\n")
+    assert F.round_html(make_round(proposed="a\nb", accepted=3, correction="c")).count("<br>") == 1
+    many = make_round(proposed="ab", accepted=2, correction="\n\n\n\n")
     many.proposed_text = ["a", "b"]
     assert F.round_html(many).count("<br>") == 2  # one blank line at most
-    rejected = _round(proposed="a\n", accepted=1, correction="c")
+    rejected = make_round(proposed="a\n", accepted=1, correction="c")
     assert F.round_html(rejected).count("<br>") == 0  # a thrown-away newline does not break
 
 
 def test_strip_escapes_and_shows_a_hint_when_empty():
     empty = F.token_strip_html([])
     assert "Press Run" in empty and 'class="sv-hint"' in empty and "sv-tok" not in empty
-    rounds = [_round(0, "ab", 1, "<"), _round(1, "cd", 2, "&")]
+    rounds = [make_round("ab", 1, "<", index=0), make_round("cd", 2, "&", index=1)]
     html = F.token_strip_html(rounds)
     assert html.count('class="sv-round"') == 2 and "<pre" not in html  # the plain text is shown apart
     assert _labels(html) == ["fix", "bonus"]
@@ -127,7 +113,7 @@ def test_strip_escapes_and_shows_a_hint_when_empty():
 
 
 def test_strip_escapes_script_tags():
-    rnd = _round(proposed="ab", accepted=1, correction="X")
+    rnd = make_round(proposed="ab", accepted=1, correction="X")
     rnd.proposed_text = ["<script>", "</script>"]
     rnd.correction_text = "<img src=x onerror=alert(1)>"
     html = F.round_html(rnd)
@@ -163,9 +149,9 @@ def test_legend_shows_every_mark():
 
 
 def test_round_caption_says_what_happened():
-    assert "2 of 4 accepted" in F.round_caption(_round(proposed="abcd", accepted=2))
-    assert "bonus" in F.round_caption(_round(proposed="ab", accepted=2))
-    assert "ONE forward pass" in F.round_caption(_round(), "verify")
+    assert "2 of 4 accepted" in F.round_caption(make_round(proposed="abcd", accepted=2))
+    assert "bonus" in F.round_caption(make_round(proposed="ab", accepted=2))
+    assert "ONE forward pass" in F.round_caption(make_round(), "verify")
 
 
 # --- timeline ----------------------------------------------------------------------------
@@ -207,8 +193,8 @@ def test_timeline_draws_waiting_and_round_starts(sd):
 
 
 def test_timeline_hover_follows_the_marks_of_a_cut_round():
-    cut = _round(index=1, proposed="abc", accepted=3, correction="d", emitted=[ord("a")])
-    trace = Trace(RunConfig(), rounds=[_round(), cut], wall_ms=30.0)
+    cut = make_round(index=1, proposed="abc", accepted=3, correction="d", emitted=[ord("a")])
+    trace = Trace(RunConfig(), rounds=[make_round(), cut], wall_ms=30.0)
     fig = F.timeline_figure(trace)
     drafts = _bars(fig, "Draft pass")[0].hovertext[-3:]
     assert ["→ accepted" in drafts[0], "past the stop" in drafts[1], "past the stop" in drafts[2]] == [True] * 3
@@ -258,7 +244,7 @@ def test_acceptance_bars_carry_their_counts_under_them(sd):
 def test_positions_never_judged_are_not_drawn_as_zero():
     """After Step's first round (1 of 4 kept) position 2 was judged and rejected: 0%; 3 and 4
     were never judged: no bar, the words instead (issue 16: they read 0%)."""
-    rnd = _round(proposed="abcd", accepted=1)
+    rnd = make_round(proposed="abcd", accepted=1)
     running = Trace(RunConfig(gamma=4), rounds=[rnd], wall_ms=20.0)
     fig = F.acceptance_figure(running)
     bars = [t for t in fig.data if t.type == "bar"][0]
@@ -374,7 +360,7 @@ def _only_our_markup(text: str, bold: int = 1) -> None:
 
 
 def test_timeline_hover_escapes_token_text():
-    rnd = _round(index=0, proposed="abc", accepted=1, correction="X")
+    rnd = make_round(index=0, proposed="abc", accepted=1, correction="X")
     rnd.proposed_text = list(HOSTILE)
     rnd.correction_text = "<br>&lt;"
     trace = Trace(RunConfig(), rounds=[rnd], wall_ms=10.0)
@@ -391,7 +377,7 @@ def test_timeline_hover_escapes_token_text():
 
 
 def test_exported_timeline_title_escapes_the_pair():
-    trace = Trace(RunConfig(draft="<i>d</i>", target="t&co"), rounds=[_round()], wall_ms=10.0, output_ids=[1, 2])
+    trace = Trace(RunConfig(draft="<i>d</i>", target="t&co"), rounds=[make_round()], wall_ms=10.0, output_ids=[1, 2])
     assert F.export_title(trace).endswith("· <i>d</i> → t&co")  # plain text, for a file's name or title
     title = F.timeline_export_figure(trace).layout.title.text
     assert "&lt;i&gt;d&lt;/i&gt; → t&amp;co" in title and "<i>" not in title

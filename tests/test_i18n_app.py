@@ -10,20 +10,14 @@ quietly fall back to English."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 import types
-import urllib.request
 from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po
+from helpers import VIEWPORT, expect
 from streamlit.testing.v1 import AppTest
 
 from specviz import BadInput, RunConfig
@@ -31,15 +25,11 @@ from specviz.analysis.compare import compare
 from specviz.record.i18n import N_, catalog_path, gettext_for, translate_known
 from specviz.record.run_trace import Round, Trace
 
+pytestmark = pytest.mark.usefixtures("app_tiny_only")  # every test runs the app on the tiny pair
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 TIMEOUT = 90
 ZH = gettext_for("zh_CN")
-
-
-@pytest.fixture(autouse=True)
-def tiny_only(app_tiny_only):
-    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 def _english_only() -> set[str]:
@@ -288,38 +278,6 @@ def test_the_comparison_is_said_again_word_for_word(case, tokenizer):
 
 # --- in Chromium: the browser's language, the URL, and choices that survive the switch ---------
 
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture(scope="module")
-def served():
-    """`streamlit run app.py` on the tiny pair, headless, on a free port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "SPECVIZ_PAIR": "tiny"}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
-                             "true", "--server.port", str(port), "--server.address", "127.0.0.1"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            if time.monotonic() > deadline:
-                pytest.fail("streamlit did not answer its health check within 60 s")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
-@pytest.mark.browser
-@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason="needs Debian's Chromium at /usr/bin/chromium")
 def _open_select(page, box) -> None:
     """Open a selectbox low in the sidebar: scrolled into view first (the sidebar scrolls
     smoothly, and a click while it still moves lands beside the box), then clicked until its
@@ -335,36 +293,34 @@ def _open_select(page, box) -> None:
     raise AssertionError("the selectbox's list did not open")
 
 
-def test_switch_in_chromium(served):
+@pytest.mark.browser
+def test_switch_in_chromium(app_server, browser):
     """A zh-CN browser gets Chinese with no ?lang; the switch writes ?lang=en; the slow-motion
     speed and the draft head the user picked survive both switches (the browser sends a
     choice back as the text it shows, which changes with the language)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    expect = sync_api.expect
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_context(viewport={"width": 1280, "height": 720}, locale="zh-CN").new_page()
-            page.goto(served)
-            run = page.locator(".st-key-run button").filter(visible=True)
-            expect(run).to_contain_text("运行", timeout=90_000)
-            side = page.locator('[data-testid="stSidebar"]')
-            head = side.locator(".st-key-draft_vocab input").first
-            speed = side.locator(".st-key-speed [data-testid='stSliderThumbValue']")
-            _open_select(page, head)
-            page.get_by_role("option").last.click()
-            expect(head).to_have_value(re.compile("^最常见的"))
-            expect(speed).to_have_text("正常")
-            side.get_by_text("English", exact=True).click()
-            expect(run).to_contain_text("Run")
-            expect(page).to_have_url(re.compile(r"[?&]lang=en(&|$)"))  # the share link's settings beside it
-            expect(head).to_have_value(re.compile(r"^top \d+"))
-            expect(speed).to_have_text("Normal")
-            expect(side.locator(".st-key-pair_name input").first).to_have_value("Tiny test pair (random weights)")
-            side.get_by_text("简体中文", exact=True).click()
-            expect(run).to_contain_text("运行")
-            expect(page).to_have_url(re.compile(r"[?&]lang=zh(&|$)"))
-            expect(head).to_have_value(re.compile("^最常见的"))
-            expect(speed).to_have_text("正常")
-        finally:
-            browser.close()
+    ctx = browser.new_context(viewport=VIEWPORT, locale="zh-CN")
+    try:
+        page = ctx.new_page()
+        page.goto(app_server)
+        run = page.locator(".st-key-run button").filter(visible=True)
+        expect(run).to_contain_text("运行", timeout=90_000)
+        side = page.locator('[data-testid="stSidebar"]')
+        head = side.locator(".st-key-draft_vocab input").first
+        speed = side.locator(".st-key-speed [data-testid='stSliderThumbValue']")
+        _open_select(page, head)
+        page.get_by_role("option").last.click()
+        expect(head).to_have_value(re.compile("^最常见的"))
+        expect(speed).to_have_text("正常")
+        side.get_by_text("English", exact=True).click()
+        expect(run).to_contain_text("Run")
+        expect(page).to_have_url(re.compile(r"[?&]lang=en(&|$)"))  # the share link's settings beside it
+        expect(head).to_have_value(re.compile(r"^top \d+"))
+        expect(speed).to_have_text("Normal")
+        expect(side.locator(".st-key-pair_name input").first).to_have_value("Tiny test pair (random weights)")
+        side.get_by_text("简体中文", exact=True).click()
+        expect(run).to_contain_text("运行")
+        expect(page).to_have_url(re.compile(r"[?&]lang=zh(&|$)"))
+        expect(head).to_have_value(re.compile("^最常见的"))
+        expect(speed).to_have_text("正常")
+    finally:
+        ctx.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_sd
+from helpers import run_sd
 from streamlit.testing.v1 import AppTest
 
 import specviz.engine.decode
@@ -326,11 +326,6 @@ def test_figures(rows_seen):
 # --- the page -----------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def tiny_app(app_tiny_only):
-    """The app on the tiny pair (tests/conftest.py)."""
-
-
 def _live_then_inspect(temperature: float = 0.0) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
@@ -371,7 +366,7 @@ def _walk(at: AppTest) -> tuple[list[str], list[list[str]]]:
     return texts, charts
 
 
-def test_next_walks_a_real_sampling_round(tiny_app):
+def test_next_walks_a_real_sampling_round(app_tiny_only):
     at = _live_then_inspect(temperature=0.9)
     assert at.button(key="inspect_next").proto.shortcut.upper() == "N"
     trace = at.session_state["live"].trace
@@ -400,7 +395,7 @@ def dur(ms: float) -> str:
     return f"{ms:.2f} ms" if ms < 1 else fmt_ms(ms)
 
 
-def test_greedy_round_shows_the_argmax_comparison(tiny_app):
+def test_greedy_round_shows_the_argmax_comparison(app_tiny_only):
     at = _live_then_inspect()
     at.button(key="inspect_next").click().run()
     at.button(key="inspect_next").click().run()
@@ -411,7 +406,7 @@ def test_greedy_round_shows_the_argmax_comparison(tiny_app):
     assert "draft's top" in labels and "target's top" in labels
 
 
-def test_a_recorded_trace_walks_with_no_model(tiny_app):
+def test_a_recorded_trace_walks_with_no_model(app_tiny_only):
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
@@ -422,7 +417,7 @@ def test_a_recorded_trace_walks_with_no_model(tiny_app):
     assert "### 1 · " in " ".join(m.value for m in at.markdown)
 
 
-def test_in_chinese_every_step_renders(tiny_app):
+def test_in_chinese_every_step_renders(app_tiny_only):
     """The translated narration keeps its placeholders (whatever the catalog holds)."""
     at = _live_then_inspect(temperature=0.9)
     at.button(key="inspect_next").click().run()
@@ -436,7 +431,7 @@ def test_in_chinese_every_step_renders(tiny_app):
     assert "### 6 · " in " ".join(m.value for m in at.markdown)
 
 
-def test_every_round_walks_to_the_end(tiny_app):
+def test_every_round_walks_to_the_end(app_tiny_only):
     """Rejections, bonus tokens, a cut last round: every drafted round of a run steps through."""
     at = _live_then_inspect(temperature=0.9)
     trace = at.session_state["live"].trace
@@ -534,7 +529,7 @@ def _recorded_at_step_3(source: str, traces_dir: Path | None = None, monkeypatch
     return at
 
 
-def test_a_rejected_greedy_token_names_the_draft_and_target_choice(tiny_app):
+def test_a_rejected_greedy_token_names_the_draft_and_target_choice(app_tiny_only):
     """Prose: the target found the draft's word nearly as good as its own (another wording)."""
     trace = Trace.load(ROOT / "assets" / "traces" / "prose-gamma4-greedy.json")
     at = _recorded_at_step_3("Recorded: prose-gamma4-greedy")
@@ -558,7 +553,7 @@ def test_rejections_are_read_from_the_rows_most_plausible_first():
     assert inspect.rejections(Trace.load(ROOT / "assets" / "traces" / "chinese-gamma4-sampled.json")) == []
 
 
-def test_a_bf16_near_tie_is_said_in_the_charts_numbers(tiny_app, tmp_path, monkeypatch):
+def test_a_bf16_near_tie_is_said_in_the_charts_numbers(app_tiny_only, tmp_path, monkeypatch):
     """A bf16 greedy run whose target had two tokens at 0.318 and 0.281 at the rejected position."""
     import dataclasses
 

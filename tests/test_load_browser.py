@@ -12,15 +12,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_browser import (  # noqa: F401  (server and browser are fixtures)
+from helpers import (
     RUN_TIMEOUT_MS,
-    _button,
-    _no_exceptions,
-    _open,
-    _wait_for_run,
-    browser,
+    button,
     expect,
-    server,
+    no_exceptions,
+    open_session,
+    wait_for_run,
 )
 
 from specviz import RunConfig, speculative
@@ -35,14 +33,14 @@ DONE = ".sv-badge:text-is('done')"
 def _setup(page, example: str, extra_gamma: int) -> None:
     """Pick an example prompt and move γ up by ``extra_gamma`` from its default."""
     page.locator(".st-key-example button", has_text=example).click()
-    _wait_for_run(page)
+    wait_for_run(page)
     thumb = page.locator(".st-key-gamma").get_by_role("slider")
     for _ in range(extra_gamma):
         thumb.press("ArrowRight")
     expect(page.locator(".st-key-gamma [data-testid='stSliderThumbValue']")).to_have_text(
         f"γ = {DEFAULTS['gamma'] + extra_gamma}")
     thumb.blur()
-    _wait_for_run(page)
+    wait_for_run(page)
 
 
 def _output(page) -> str:
@@ -58,7 +56,7 @@ def _run_all(pages) -> list[float]:
     """Press Run on every page, then wait for each to be done: seconds from its click."""
     started = []
     for page in pages:
-        _button(page, "run").click()
+        button(page, "run").click()
         started.append(time.monotonic())
     took: list[float | None] = [None] * len(pages)
     deadline = time.monotonic() + RUN_TIMEOUT_MS / 1000
@@ -71,23 +69,23 @@ def _run_all(pages) -> list[float]:
     return took
 
 
-def test_eight_sessions_share_the_pair(server, browser):
+def test_eight_sessions_share_the_pair(app_server, browser):
     pair = load_pair("tiny", dtype="float32")  # as the app loads it
     plan = [(list(EXAMPLES)[i % len(EXAMPLES)], i % 3) for i in range(SESSIONS)]
     contexts, pages = [], []
     try:
         for example, extra in plan:
-            ctx, page = _open(browser, server)
+            ctx, page = open_session(browser, app_server)
             contexts.append(ctx)
             pages.append(page)
             _setup(page, example, extra)
         alone = _run_all(pages[:1])[0]  # one session by itself: the single-user time
         for page in pages[:1]:
-            _wait_for_run(page)
+            wait_for_run(page)
         took = _run_all(pages)
         for page, (example, extra) in zip(pages, plan, strict=True):
-            _wait_for_run(page)
-            _no_exceptions(page)
+            wait_for_run(page)
+            no_exceptions(page)
             want = _expected(pair, example, DEFAULTS["gamma"] + extra)
             got = _output(page)
             assert got.strip() == want.strip(), f"{example} γ+{extra}: the output under load differs"

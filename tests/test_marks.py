@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import make_round
 
 from specviz import figures as F
 from specviz.analysis.marks import (
@@ -16,27 +17,14 @@ from specviz.analysis.marks import (
     target_label,
 )
 from specviz.cli import commands as cli
-from specviz.record.run_trace import Round
-
-
-def _round(proposed="abc", accepted=1, correction="X", emitted=None, bonus=None, index=0) -> Round:
-    n = len(proposed)
-    ids = [ord(c) for c in proposed]
-    return Round(
-        index=index, gamma=n, proposed=ids, proposed_text=list(proposed), draft_probs=[0.5] * n,
-        target_probs=[0.25] * n, accepted=accepted, rejected=ids[accepted:], correction=ord(correction[0]),
-        correction_text=correction, bonus=(accepted == n and n > 0) if bonus is None else bonus,
-        emitted=emitted if emitted is not None else ids[:accepted] + [ord(correction[0])],
-    )
-
 
 ROUNDS = {
-    "fix": _round("abcd", 2, "Z"),
-    "bonus": _round("ab", 2, "c"),
-    "target": _round("", 0, "q"),
-    "all rejected": _round("abc", 0, "Z"),
-    "stop inside the accepted": _round("abc", 3, "d", emitted=[ord("a")]),
-    "stop at a rejection": _round("abcd", 2, "Z", emitted=[ord("a"), ord("b")]),
+    "fix": make_round("abcd", 2, "Z"),
+    "bonus": make_round("ab", 2, "c"),
+    "target": make_round("", 0, "q"),
+    "all rejected": make_round("abc", 0, "Z"),
+    "stop inside the accepted": make_round("abc", 3, "d", emitted=[ord("a")]),
+    "stop at a rejection": make_round("abcd", 2, "Z", emitted=[ord("a"), ord("b")]),
 }
 
 
@@ -151,7 +139,7 @@ def test_a_real_run_renders_alike(tiny_pair):
 
 
 def test_the_same_text_is_sanitised_alike():
-    rnd = _round("ab", 1, "Z")
+    rnd = make_round("ab", 1, "Z")
     rnd.proposed_text = ["x\n", "\x1b[2J"]
     html = F.round_html(rnd)
     line = cli.format_round(rnd, cli.Style(color=False))

@@ -13,12 +13,6 @@ from specviz.models import pair as models
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def conversions(monkeypatch):
     """Record every GGUF conversion and cast instead of doing it; each writes a valid cache folder."""
     done = []
@@ -50,38 +44,38 @@ def _gguf(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_bf16_start_converts_to_bf16_only(cache, conversions):
-    base = cache / "models" / "m-key"
-    out = models._converted(base, "bfloat16", print, lambda: _gguf(cache), "m")
+def test_a_bf16_start_converts_to_bf16_only(specviz_cache, conversions):
+    base = specviz_cache / "models" / "m-key"
+    out = models._converted(base, "bfloat16", print, lambda: _gguf(specviz_cache), "m")
     assert out == base.with_name("m-key.bfloat16")
     assert conversions == [("convert", "m-key.bfloat16", "bfloat16")]
     assert not base.exists(), "no fp32 copy is written for a bf16 start"
-    assert models._converted(base, "bfloat16", print, lambda: _gguf(cache), "m") == out
+    assert models._converted(base, "bfloat16", print, lambda: _gguf(specviz_cache), "m") == out
     assert len(conversions) == 1, "converted once, then read from the cache"
 
 
-def test_fp32_is_converted_when_asked_for(cache, conversions):
-    base = cache / "models" / "m-key"
-    models._converted(base, "bfloat16", print, lambda: _gguf(cache), "m")
-    assert models._converted(base, "float32", print, lambda: _gguf(cache), "m") == base
+def test_fp32_is_converted_when_asked_for(specviz_cache, conversions):
+    base = specviz_cache / "models" / "m-key"
+    models._converted(base, "bfloat16", print, lambda: _gguf(specviz_cache), "m")
+    assert models._converted(base, "float32", print, lambda: _gguf(specviz_cache), "m") == base
     assert conversions[-1] == ("convert", "m-key", "float32")  # from the GGUF, exact: not from bf16
 
 
-def test_an_older_fp32_cache_is_cast_not_converted_again(cache, conversions):
-    base = cache / "models" / "m-key"
+def test_an_older_fp32_cache_is_cast_not_converted_again(specviz_cache, conversions):
+    base = specviz_cache / "models" / "m-key"
     _write(base, 1000)
     models._converted(base, "bfloat16", print, lambda: pytest.fail("the GGUF is not needed"), "m")
     assert conversions == [("cast", "m-key.bfloat16", "bfloat16")]
 
 
-def test_a_temporary_gguf_is_deleted_after_the_conversion(cache, conversions):
-    gguf = _gguf(cache)
-    models._converted(cache / "models" / "m-key", "bfloat16", print, lambda: gguf, "m", temporary=True)
+def test_a_temporary_gguf_is_deleted_after_the_conversion(specviz_cache, conversions):
+    gguf = _gguf(specviz_cache)
+    models._converted(specviz_cache / "models" / "m-key", "bfloat16", print, lambda: gguf, "m", temporary=True)
     assert not gguf.exists()
 
 
-def test_usage_and_clearing_keep_what_is_loaded(cache):
-    models_dir = cache / "models"
+def test_usage_and_clearing_keep_what_is_loaded(specviz_cache):
+    models_dir = specviz_cache / "models"
     _write(models_dir / "a", 1000)
     _write(models_dir / "a.bfloat16", 500)
     _write(models_dir / "b.bfloat16", 300)
@@ -95,6 +89,6 @@ def test_usage_and_clearing_keep_what_is_loaded(cache):
     assert models.cache_usage() == {}
 
 
-def test_an_empty_cache_is_no_error(cache):
+def test_an_empty_cache_is_no_error(specviz_cache):
     assert models.cache_usage() == {}
     assert models.clear_model_cache() == 0

@@ -3,7 +3,7 @@ every page link shows in the top navigation (no "N more"), no button, tab or che
 is cut, the guided tour runs end to end on a live run and on a recorded one, and the pair
 card marks loading apart from ready.
 
-One server for the module (tests/test_browser.py's fixtures). The first session of it sees
+A server of this module's own (the others share conftest's app_server), so that its first session sees
 the pair load: the ``app`` fixture records what the pair card said meanwhile. Screenshots of
 every page in both languages go to artifacts/nav-*.png.
 """
@@ -13,19 +13,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_browser import (  # noqa: F401  (server and browser are fixtures)
-    ARTIFACTS,
+from helpers import (
     RUN_TIMEOUT_MS,
     VIEWPORT,
-    _button,
-    _no_exceptions,
-    _shot,
-    _status,
-    _wait_for_pair,
-    _wait_for_run,
-    browser,
+    app_server_running,
+    button,
     expect,
-    server,
+    no_exceptions,
+    shot,
+    status,
+    wait_for_pair,
+    wait_for_run,
 )
 
 from specviz.record.i18n import gettext_for
@@ -64,6 +62,13 @@ CUT_LABELS = """() => {
 
 
 @pytest.fixture(scope="module")
+def server():
+    """A fresh app server: the first session must see the pair load (a cold start)."""
+    with app_server_running("streamlit-nav-server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def app(server, browser):
     """The server, once its first session has loaded the pair; with what the pair card's
     ``data-sv-pair`` said meanwhile, and whether the Run button was on the page each time."""
@@ -81,8 +86,8 @@ def app(server, browser):
     page = ctx.new_page()
     try:
         page.goto(server)
-        _wait_for_pair(page)
-        expect(_button(page, "run")).to_be_visible()
+        wait_for_pair(page)
+        expect(button(page, "run")).to_be_visible()
         yield server, page.evaluate("window.__svPair")
     finally:
         ctx.close()
@@ -93,7 +98,7 @@ def _session(browser, url: str, lang: str, path: str = ""):
     ctx = browser.new_context(viewport=VIEWPORT)
     page = ctx.new_page()
     page.goto(f"{url}/{path}?lang={lang}")
-    _wait_for_pair(page)
+    wait_for_pair(page)
     return ctx, page
 
 
@@ -111,7 +116,7 @@ def _go(page, path: str, lang: str) -> None:
         link = nav.locator('[data-testid="stTopNavLink"]').filter(has=page.get_by_text(title, exact=True))
     link.click()
     expect(page.locator(DRAWN[path]).first).to_be_visible(timeout=60_000)
-    _wait_for_run(page)
+    wait_for_run(page)
 
 
 def _short_runs(page, tokens: int = 16) -> None:
@@ -122,7 +127,7 @@ def _short_runs(page, tokens: int = 16) -> None:
     box.fill(str(tokens))
     box.press("Enter")
     expect(box).to_have_value(str(tokens))
-    _wait_for_run(page)
+    wait_for_run(page)
     box.blur()
 
 
@@ -167,7 +172,7 @@ def test_every_page_link_shows_at_1280(app, browser, lang):
                 expect(it).to_be_in_viewport(ratio=1)
                 box = it.bounding_box()
                 assert box["x"] + box["width"] <= right + 0.5, f"{it.inner_text()!r} runs past the navigation"
-        _shot(page, f"nav-{lang}-top.png")
+        shot(page, f"nav-{lang}-top.png")
     finally:
         ctx.close()
 
@@ -181,26 +186,26 @@ def _sweep_briefly(page, lang: str) -> None:
     the settings of the last script run that finished."""
     page.locator('.st-key-sweep_examples [data-tag-index="1"] button').click()  # the second prompt off
     expect(page.locator('.st-key-sweep_examples [data-tag-index="1"]')).to_have_count(0)
-    _wait_for_run(page)
+    wait_for_run(page)
     gammas = page.locator(".st-key-sweep_gamma_range").get_by_role("slider")
     top = gammas.nth(1)
     top.focus()
     for _ in range(8):  # 10 -> 2
         top.press("ArrowLeft")
     top.blur()
-    _wait_for_run(page)
+    wait_for_run(page)
     for key, value in (("sweep_repeats", "1"), ("sweep_max_new_tokens", "16")):
         box = page.locator(f".st-key-{key} input")
         box.fill(value)
         box.press("Enter")
         expect(box).to_have_value(value)
-        _wait_for_run(page)
+        wait_for_run(page)
     plan = gettext_for(LANGS[lang])(SWEEP_PLAN).format(runs=3, prompts=1, gammas=2, repeats=1)
     expect(page.locator('[data-testid="stMain"]')).to_contain_text(plan, timeout=60_000)
-    _wait_for_run(page)
-    _button(page, "sweep_start").click()
+    wait_for_run(page)
+    button(page, "sweep_start").click()
     expect(page.locator(".st-key-sweep_csv button")).to_be_visible(timeout=RUN_TIMEOUT_MS)
-    _wait_for_run(page)
+    wait_for_run(page)
 
 
 def test_no_label_is_cut(app, browser):
@@ -212,9 +217,9 @@ def test_no_label_is_cut(app, browser):
     cut = {}
     try:
         _short_runs(page)
-        _button(page, "run").click()
+        button(page, "run").click()
         expect(page.locator(".sv-badge.sv-done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        _wait_for_run(page)
+        wait_for_run(page)
         for lang in ("zh", "en"):
             for path in PAGES:
                 if path != "pages/live.py" or lang == "en":
@@ -224,15 +229,15 @@ def test_no_label_is_cut(app, browser):
                 if path == "pages/sweep.py":
                     page.locator(".st-key-sweep_csv").scroll_into_view_if_needed()  # for the screenshot
                 if path == "pages/theory.py":
-                    expect(_button(page, "theory_use_run")).to_be_visible()
-                _no_exceptions(page)
+                    expect(button(page, "theory_use_run")).to_be_visible()
+                no_exceptions(page)
                 if found := page.evaluate(CUT_LABELS):
                     cut[f"{lang} {path}"] = found
-                _shot(page, f"nav-{lang}-{path.removeprefix('pages/').removesuffix('.py')}.png")
+                shot(page, f"nav-{lang}-{path.removeprefix('pages/').removesuffix('.py')}.png")
             if lang == "zh":
                 page.locator('[data-testid="stSidebar"]').get_by_text("English", exact=True).click()
                 expect(page.locator('[data-testid="stTopNav"]')).to_contain_text(PAGES["pages/start.py"][0])
-                _wait_for_run(page)
+                wait_for_run(page)
     finally:
         ctx.close()
     assert not cut, f"labels cut at 1280×720: {cut}"
@@ -252,12 +257,12 @@ def _step_on_screen(page, flavour: str, n: int, lang: str) -> tour.Step:
         target = page.locator(step.highlight).filter(visible=True).first
         expect(target).to_be_attached(timeout=30_000)
         expect(target).to_have_css("outline-style", "solid")
-    _wait_for_run(page)
+    wait_for_run(page)
     return step
 
 
 def _next(page) -> None:
-    _button(page, "tour_next").click()
+    button(page, "tour_next").click()
 
 
 def test_tour_end_to_end_on_a_live_run(app, browser):
@@ -267,25 +272,25 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
     ctx, page = _session(browser, url, "en", "start")
     try:
         expect(page.locator(".st-key-tour_pick")).to_contain_text("your own run (Live)")
-        _button(page, "tour_start").click()
+        button(page, "tour_start").click()
         _step_on_screen(page, "live", 1, "en")
         _short_runs(page)
-        _shot(page, "nav-tour-en-1.png")
-        _button(page, "run").click()
+        shot(page, "nav-tour-en-1.png")
+        button(page, "run").click()
         expect(page.locator(".sv-badge.sv-done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        _wait_for_run(page)
+        wait_for_run(page)
         _next(page)
         _step_on_screen(page, "live", 2, "en")
         expect(page.locator(".sv-strip .sv-tok").first).to_be_visible()
         _next(page)
         _step_on_screen(page, "live", 3, "en")
-        _button(page, "step").click()
-        expect(_status(page)).to_contain_text("Round 1", timeout=60_000)
-        _wait_for_run(page)
+        button(page, "step").click()
+        expect(status(page)).to_contain_text("Round 1", timeout=60_000)
+        wait_for_run(page)
         _next(page)
         _step_on_screen(page, "live", 4, "en")
         expect(page.locator('[class*="st-key-timeline-"]').first).to_be_in_viewport()  # scrolled to it
-        _shot(page, "nav-tour-en-4.png")
+        shot(page, "nav-tour-en-4.png")
         _next(page)
         _step_on_screen(page, "live", 5, "en")
         thumb = page.locator(".st-key-gamma").get_by_role("slider")
@@ -293,19 +298,19 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
         thumb.press("ArrowRight")
         expect(page.locator(".st-key-gamma [data-testid='stSliderThumbValue']")).to_have_text("γ = 5")
         thumb.blur()
-        _wait_for_run(page)
-        _button(page, "run").click()
+        wait_for_run(page)
+        button(page, "run").click()
         # the second run is compared with the first, or, on a busy machine, says why not
         compared = page.locator('[data-testid="stMetricDelta"]', has_text="#").first
         busy = page.locator('[data-testid="stAlert"]', has_text="Timed on a busy machine").first
         expect(compared.or_(busy)).to_be_visible(timeout=RUN_TIMEOUT_MS)
-        _wait_for_run(page)
+        wait_for_run(page)
         _next(page)
         _step_on_screen(page, "live", 6, "en")
-        _button(page, "theory_use_run").click()
+        button(page, "theory_use_run").click()
         expect(page.locator(".st-key-theory_gamma [data-testid='stSliderThumbValue']")).to_have_text("5")
-        _wait_for_run(page)
-        _shot(page, "nav-tour-en-6.png")
+        wait_for_run(page)
+        shot(page, "nav-tour-en-6.png")
         _next(page)
         _step_on_screen(page, "live", 7, "en")
         expect(page.locator(".st-key-parallel_source input")).to_have_value("This session's last Live run")
@@ -314,11 +319,11 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
         bar = page.locator(".st-key-sv-tour")
         for path in tour.LIVE_STEPS[-1].links:
             expect(bar.locator('[data-testid="stPageLink"]', has_text=PAGES[path][0])).to_be_visible()
-        _shot(page, "nav-tour-en-8.png")
+        shot(page, "nav-tour-en-8.png")
         _next(page)  # Finish
         expect(bar).to_have_count(0)
-        _wait_for_run(page)
-        _no_exceptions(page)
+        wait_for_run(page)
+        no_exceptions(page)
     finally:
         ctx.close()
 
@@ -331,37 +336,37 @@ def test_tour_on_a_recorded_run_in_chinese(app, browser):
     ctx, page = _session(browser, url, "zh", "start")
     try:
         page.locator(".st-key-tour_pick").get_by_text(zh(tour.FLAVOURS["recorded"])).click()
-        _wait_for_run(page)
-        _button(page, "tour_start").click()
+        wait_for_run(page)
+        button(page, "tour_start").click()
         _step_on_screen(page, "recorded", 1, "zh")
         source = page.locator(".st-key-replay_source input")
         expect(source).to_have_value(zh("Recorded: ") + tour.RECORDED)
-        _shot(page, "nav-tour-zh-1.png")
+        shot(page, "nav-tour-zh-1.png")
         for n in (2, 3):
             _next(page)
             _step_on_screen(page, "recorded", n, "zh")
         rounds = page.locator('[data-testid="stSidebar"]').get_by_role("slider", name=zh("Show up to round"))
-        _button(page, "replay_restart").click()
+        button(page, "replay_restart").click()
         expect(rounds).to_have_value("0")
-        _wait_for_run(page)
-        _button(page, "replay_step").click()
+        wait_for_run(page)
+        button(page, "replay_step").click()
         expect(rounds).to_have_value("1")
-        _wait_for_run(page)
+        wait_for_run(page)
         for n in (4, 5, 6):
             _next(page)
             _step_on_screen(page, "recorded", n, "zh")
         alpha, c, gamma = tour.recorded_point()
         for key, value in (("theory_alpha", f"{alpha:.2f}"), ("theory_c", f"{c:.2f}"), ("theory_gamma", str(gamma))):
             expect(page.locator(f".st-key-{key} [data-testid='stSliderThumbValue']")).to_have_text(value)
-        _shot(page, "nav-tour-zh-6.png")
+        shot(page, "nav-tour-zh-6.png")
         _next(page)
         _step_on_screen(page, "recorded", 7, "zh")
         expect(page.locator(".st-key-parallel_source input")).to_have_value(zh("Recorded: ") + tour.RECORDED)
-        _button(page, "tour_back").click()
+        button(page, "tour_back").click()
         _step_on_screen(page, "recorded", 6, "zh")
-        _button(page, "tour_end").click()
+        button(page, "tour_end").click()
         expect(page.locator(".st-key-sv-tour")).to_have_count(0)
         expect(page).to_have_url(re.compile(r"/theory"))
-        _no_exceptions(page)
+        no_exceptions(page)
     finally:
         ctx.close()

@@ -18,7 +18,7 @@ import threading
 
 import pytest
 import torch
-from conftest import make_config, run_ar, run_sd
+from helpers import make_config, run_ar, run_sd
 
 import specviz.measure.pearl_real
 from specviz.measure.pearl_real import pearl_run

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_ar, run_sd
+from helpers import run_ar, run_sd
 
 from specviz import BadInput
 from specviz.measure import branch_costs
@@ -20,6 +20,27 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Round numbers, none a sum of others: a wrong count of any kind of pass shows in the total.
+HAND = latency.LatencyModel(draft_ms={1: 3.0}, draft_read_ms={2: 5.0}, verify_ms={k: 20.0 + k for k in range(1, 12)},
+                            draft_prefill_ms=100.0, target_prefill_ms=1000.0, overhead_ms=7.0)
+
+
+def serial_wall_by_hand(trace) -> float:
+    """The serial schedule's wall time under HAND, counted from the run's rounds alone: per
+    round, its draft passes one after the other (the first ever is the draft's prefill; the
+    first after a bonus reads two tokens), then one target pass (the first is the prefill,
+    then verify over 1 + the block), then the round's bookkeeping."""
+    wall = 0.0
+    for i, rnd in enumerate(trace.rounds):
+        g = len(rnd.proposed)
+        if g:
+            first = 100.0 if i == 0 else 5.0 if trace.rounds[i - 1].bonus else 3.0
+            wall += first + 3.0 * (g - 1)
+        wall += 1000.0 if i == 0 else 20.0 + 1 + g
+        wall += 7.0
+    return wall
+
+
 @pytest.mark.parametrize("kw", [
     dict(gamma=1), dict(gamma=3), dict(gamma=6), dict(gamma=2, policy="heuristic"), dict(gamma=4, draft_vocab=24),
 ])
@@ -27,12 +48,16 @@ def test_the_serial_replay_is_the_run(tiny_pair, kw):
     trace = run_sd(tiny_pair, prompt="Hello world", max_new_tokens=48, **kw)
     check = parallel.check_serial(trace, latency.from_trace(trace))
     assert check.rounds_match and check.sim_rounds == check.real_rounds == len(trace.rounds)
-    # the costs are the run's own means (one- and two-token draft passes apart): the replay
-    # adds them up to the run's wall time
-    assert check.ok and abs(check.wall_error) < 0.01, check.to_dict()
     # with the run's own blocks the replay proposes the very same tokens, wrong ones included
-    sim = parallel.replay(trace, latency.from_trace(trace), parallel.settings_for(trace))["serial"]
+    sim = parallel.replay(trace, HAND, parallel.settings_for(trace))["serial"]
     assert [r.proposed for r in sim.trace.rounds] == [r.proposed for r in trace.rounds]
+    # the replay's clock, against costs known beforehand and a total counted by hand
+    if kw == dict(gamma=1):  # the count's two-token draft reads (after a bonus) are exercised
+        assert any(r.bonus for r in trace.rounds[:-1])
+    assert sim.wall_ms == pytest.approx(serial_wall_by_hand(trace), abs=1e-9)
+    # and with the run's own mean costs (one- and two-token draft passes apart) it adds up to
+    # the run's measured wall time (a consistency check of latency.from_trace)
+    assert check.ok and abs(check.wall_error) < 0.01, check.to_dict()
 
 
 def test_the_draft_chains_are_the_runs_blocks_at_their_positions(tiny_pair):
@@ -181,7 +206,7 @@ def _grid_base(trace, full: latency.LatencyModel) -> latency.LatencyModel:
 ATTEMPTS = 3  # a busy shared machine moves a 1.5 ms pass by a fifth even in its fastest of 25
 
 
-def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair, tmp_path, monkeypatch):
+def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair, specviz_cache):
     """The default view (the run's passes and the few its fan-out needs, measured in seconds)
     gives SSD's tokens/s within ±15% of the replay with the whole measured grid. Both sides
     take each point's fastest pass and share the run's passes at the grid's costs
@@ -190,7 +215,6 @@ def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair,
     by up to ±20% (quiet, by a few percent): the whole comparison is measured again, up to
     ATTEMPTS times, until one agrees. B single passes, the old stand-in, are far off in
     every attempt."""
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
     trace = _run(tiny_pair, max_new_tokens=64)
     ctx = branch_costs.replay_context(trace, tiny_pair.context_length)
     settings = parallel.settings_for(trace)  # the default view: the run's γ, fan-out 2

@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+pytestmark = pytest.mark.usefixtures("app_tiny_only")  # every test runs the app on the tiny pair
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGE = "pages/parallel.py"
 TIMEOUT = 90
-
-
-@pytest.fixture(autouse=True)
-def tiny_only(app_tiny_only):
-    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
 
 
 def _live_run(temperature: float = 0.0, race: bool = True, int8: bool = False, gamma: int = 3) -> AppTest:
@@ -332,7 +328,7 @@ def test_pearl_for_real_needs_the_runs_pair():
 
 
 @pytest.mark.parametrize("scale", [1.0, 1.5])
-def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, scale):
+def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, specviz_cache, scale):
     """A recorded run replayed with this machine's cached costs: the run's own passes (scale 1)
     agree; the same passes half as slow again (a machine that drifted) do not, and the page
     says the gap is in the costs, since every round is the same."""
@@ -345,7 +341,7 @@ def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, scale):
     from specviz.measure import forward_costs as costs
     from specviz.replay import latency
 
-    traces, cache = tmp_path / "traces", tmp_path / "cache"
+    traces, cache = tmp_path / "traces", specviz_cache
     traces.mkdir()
     shutil.copy(ROOT / "assets" / "traces" / "code-gamma4-greedy.json", traces / "run.json")
     trace = Trace.load(traces / "run.json")
@@ -354,11 +350,10 @@ def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, scale):
     rows = [{"model": m, "batch": b, "tokens": k, "ms": scale * cost[m](b, k), "min_ms": 0, "max_ms": 0}
             for m, b, k in costs.LATENCY_GRID]
     name = costs.cache_file_name(cfg.draft, cfg.target, cfg.device, cfg.dtype, ctx, "latency")
-    (cache / "costs").mkdir(parents=True)
+    (cache / "costs").mkdir()
     (cache / "costs" / name).write_text(json.dumps({
         "format": costs.COSTS_FORMAT, "draft": cfg.draft, "target": cfg.target, "device": cfg.device,
         "dtype": cfg.dtype, "context_length": ctx, "measured_at": "2026-12-01T12:00:00+00:00", "rows": rows}))
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(cache))
     monkeypatch.setattr(chrome, "TRACES_DIR", traces)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page(PAGE).run()

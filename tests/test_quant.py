@@ -1,24 +1,20 @@
 """The int8 draft (``--draft-quant int8``, specviz.models.int8): a cheaper draft pass that never
 changes the output.
 
-Greedy: the output equals the target's own. Sampling: the tokens follow the target's
-distribution exactly (chi-square against exact probabilities), because the acceptance
-rule uses the q the int8 draft really sampled from.
+Greedy: the output equals the target's own (in tests/test_exactness.py::
+test_greedy_output_is_the_targets_own_for_every_draft_variant, the int8 cases). Sampling: the tokens follow the target's
+distribution exactly (chi-square against exact probabilities, in
+tests/test_sampling.py::test_first_two_tokens_follow_the_target, the int8 case), because the
+acceptance rule uses the q the int8 draft really sampled from.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-
 import pytest
 import torch
-from conftest import make_config, run_ar, run_sd
-from test_draft_head import sample_first_two
-from test_sampling import P_MIN, chi2_fit, exact_first_two
+from helpers import make_config, run_sd
 
 from specviz import BadInput, speculative
-from specviz.engine.acceptance import Sampling
 from specviz.models.kv import KVModel
 from specviz.record.limits import QUANTS, check_quant
 from specviz.record.validate import encode_prompt
@@ -48,37 +44,10 @@ def test_int8_logits_are_close_to_the_drafts_but_not_the_same(tiny_pair):
     assert (q - full).abs().max().item() < 0.1 * spread
 
 
-@pytest.mark.parametrize("n", [0, 24])
-@pytest.mark.parametrize("gamma", [1, 4])
-@pytest.mark.parametrize("prompt", ["Hello world", "The quick brown fox jumps"])
-def test_greedy_output_is_the_targets_own(tiny_pair, n, gamma, prompt):
-    ar = run_ar(tiny_pair, prompt=prompt, max_new_tokens=40)
-    sd = run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=40, draft_vocab=n, draft_quant="int8")
-    assert sd.output_ids == ar.output_ids
-    assert sd.config.draft_quant == "int8"
-    if n:
-        kept = set(tiny_pair.cut_head(n, "int8").ids.tolist())
-        assert {t for r in sd.rounds for t in r.proposed} <= kept
-
-
 def test_int8_changes_the_drafts_probabilities(tiny_pair):
     full = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=24)
     q = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=24, draft_quant="int8")
     assert [r.draft_probs for r in full.rounds] != [r.draft_probs for r in q.rounds]
-
-
-def test_sampling_keeps_the_targets_distribution(tiny_pair):
-    """The first two tokens of many seeded runs, against exact P(t1, t2) of the target."""
-    prompt, s, runs = "Hello world", Sampling(1.0, 0, 1.0), 1200
-    eos = set(tiny_pair.eos_ids)
-    expected = Counter()
-    for (t1, t2), v in exact_first_two(tiny_pair, encode_prompt(tiny_pair.tokenizer, prompt, True), s).items():
-        expected[(t1, None) if t1 in eos else (t1, t2)] += v
-    assert math.isclose(sum(expected.values()), 1.0, abs_tol=1e-6)
-    counts, accepted, drafted = sample_first_two(tiny_pair, prompt, 3, s, runs, draft_quant="int8")
-    pvalue = chi2_fit(counts, expected, runs)
-    assert pvalue > P_MIN, f"chi-square p = {pvalue:.2e}; most common {counts.most_common(6)}"
-    assert 0 < accepted < drafted
 
 
 def test_bad_quantization_is_refused(tiny_pair):

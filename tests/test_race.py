@@ -7,7 +7,7 @@ import dataclasses
 import time
 
 import pytest
-from conftest import make_config, run_ar, run_sd
+from helpers import make_config, run_ar, run_sd
 
 from specviz.analysis import round_story as inspect
 from specviz.analysis.compare import compare

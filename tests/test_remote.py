@@ -3,8 +3,8 @@
 pair's target on loopback with vLLM's own speculative decoding on (the default draft, 4
 tokens), so the same server is the remote target and the Server page's metrics endpoint.
 
-The server starts once for this module (about 1.5 to 2 minutes on 2 cores; its start-up
-time is printed). ``SPECVIZ_TEST_VLLM_URL`` points the tests at a server already running
+The server starts once per session (conftest's vllm_server: about 1.5 to 2 minutes on 2
+cores; its start-up time is printed). ``SPECVIZ_TEST_VLLM_URL`` points the tests at a server already running
 instead (the same target, started with ``python -m specviz.models.vllm_local serve --speculate 4``).
 """
 
@@ -12,28 +12,22 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import requests
-from conftest import stop_process
+from helpers import free_port
 
-from specviz import autoregressive, load_pair, speculative
+from specviz import Trace, autoregressive, load_pair, speculative
 from specviz.cli.commands import main as cli_main
 from specviz.figures.timeline import timeline_figure
 from specviz.measure.pearl_real import pearl_run
-from specviz.models import vllm_local
 from specviz.models.remote import RemoteError, RemoteTarget
 from specviz.models.tiny_pair import tiny_tokenizer
 from specviz.record.errors import BadInput
 from specviz.record.run_config import RunConfig
-from specviz import Trace
 
 pytestmark = [pytest.mark.vllm, pytest.mark.default_pair]
 SERVER_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "server.py")
@@ -44,41 +38,10 @@ PROMPTS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The base URL of a real vLLM server serving the default target (module docstring)."""
-    if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
-        yield url.rstrip("/")
-        return
-    if not vllm_local.installed():
-        pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.models.vllm_local install  "
-                    "(tests/run.sh does)")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    cmd = vllm_local.serve_command(port, vllm_local.target_folder(), speculate=4)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        try:
-            took = vllm_local.wait_ready(url, proc, timeout_s=900)
-        except RuntimeError as exc:
-            pytest.fail(f"{exc}\n--- the server's log ---\n{log.read_text(errors='replace')[-4000:]}")
-        print(f"\nvLLM served {url} after {took:.0f} s", file=sys.stderr)
-        yield url
-    finally:
-        stop_process(proc, 60)
-
-
-@pytest.fixture(scope="module")
-def pair(server):
-    return load_pair(target_url=server, dtype="float32")
+def pair(vllm_server, default_bf16_folders):
+    """The default draft (its bf16 cache folder, in fp32: no fp32 conversion) and the server's target."""
+    return load_pair(draft=str(default_bf16_folders[0]), target_url=vllm_server, dtype="float32")
 
 
 def config(prompt: str = PROMPTS["code"], **kw) -> RunConfig:
@@ -172,21 +135,21 @@ def test_the_cli_refuses_sampling_before_loading(capsys):
     assert "greedy only" in capsys.readouterr().err
 
 
-def test_a_tokenizer_that_differs_is_refused(server):
-    remote = RemoteTarget(server)
+def test_a_tokenizer_that_differs_is_refused(vllm_server):
+    remote = RemoteTarget(vllm_server)
     with pytest.raises(RemoteError, match="tokenize differently") as e:
         remote.connect(tiny_tokenizer(), 512)
-    assert server in str(e.value)
+    assert vllm_server in str(e.value)
 
 
-def test_a_model_the_server_does_not_have(server):
+def test_a_model_the_server_does_not_have(vllm_server):
     with pytest.raises(RemoteError, match="does not serve a model named 'no-such-model'") as e:
-        RemoteTarget(server, "no-such-model").reachable()
-    assert server in str(e.value) and "it serves:" in str(e.value)
+        RemoteTarget(vllm_server, "no-such-model").reachable()
+    assert vllm_server in str(e.value) and "it serves:" in str(e.value)
 
 
 def test_connection_refused():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(RemoteError, match="cannot connect") as e:
         load_pair(target_url=url)
     assert url in str(e.value)
@@ -214,7 +177,7 @@ def test_a_server_that_stops_mid_run_leaves_the_run_unfinished(pair):
     next(run)
     url = pair.remote.url
     try:
-        pair.remote.url = f"http://127.0.0.1:{_free_port()}"  # the server is gone
+        pair.remote.url = f"http://127.0.0.1:{free_port()}"  # the server is gone
         with pytest.raises(RemoteError, match="cannot connect"):
             next(run)
     finally:
@@ -283,17 +246,17 @@ def test_a_server_without_prompt_logprobs_is_refused(plain_server, pair):
 # --- the Server page, on the same server's real metrics ------------------------------------------------
 
 
-def test_the_server_page_shows_the_servers_own_speculative_decoding(server, app_tiny_only):
+def test_the_server_page_shows_the_servers_own_speculative_decoding(vllm_server, app_tiny_only):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(SERVER_PAGE, default_timeout=120)
     at.run()
-    at.sidebar.text_input(key="server_url").set_value(f"{server}/metrics")
+    at.sidebar.text_input(key="server_url").set_value(f"{vllm_server}/metrics")
     at.sidebar.toggle(key="server_watch").set_value(True)
     at.run()
     assert not at.exception and not at.error
-    model = requests.get(f"{server}/v1/models", timeout=10).json()["data"][0]["id"]
-    requests.post(f"{server}/v1/completions", timeout=600, json={
+    model = requests.get(f"{vllm_server}/v1/models", timeout=10).json()["data"][0]["id"]
+    requests.post(f"{vllm_server}/v1/completions", timeout=600, json={
         "model": model, "prompt": "def fibonacci(n):", "max_tokens": 24, "temperature": 0.0}).raise_for_status()
     time.sleep(0.5)
     at.run()
@@ -308,7 +271,7 @@ def test_the_server_page_shows_the_servers_own_speculative_decoding(server, app_
 def test_the_server_page_names_an_unreachable_address(app_tiny_only):
     from streamlit.testing.v1 import AppTest
 
-    url = f"http://127.0.0.1:{_free_port()}/metrics"
+    url = f"http://127.0.0.1:{free_port()}/metrics"
     at = AppTest.from_file(SERVER_PAGE, default_timeout=60)
     at.run()
     at.sidebar.text_input(key="server_url").set_value(url)

@@ -6,7 +6,8 @@
 * ``warp``: temperature, top-k and top-p semantics; the fast top-p path (nucleus
   searched among the top 1024 first) equals a full sort.
 * End to end on the tiny pair: the first two generated tokens follow the exact
-  (warped) target probabilities.
+  (warped) target probabilities, for every drafter and draft variant (full, n-gram, cut
+  head, int8) and for the target alone.
 
 Every statistical test uses fixed seeds, so it is deterministic: it cannot flake,
 it passes or fails the same way on every run. Thresholds: p-value > 0.001.
@@ -14,12 +15,11 @@ it passes or fails the same way on every run. Thresholds: p-value > 0.001.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import pytest
 import torch
-from conftest import make_config, run_ar
+from helpers import P_MIN, chi2_fit, exact_first_two_or_eos, make_config, run_ar, sample_first_two
 from scipy import stats
 
 from specviz import autoregressive, speculative
@@ -33,26 +33,6 @@ from specviz.engine.acceptance import (
 from specviz.record.validate import encode_prompt
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-P_MIN = 1e-3
-
-
-def chi2_fit(observed: Counter, expected_probs: dict, n: int, min_expected: float = 5.0) -> float:
-    """Goodness-of-fit p-value; cells with expected count < min_expected are pooled.
-    A draw outside the support (probability 0) fails outright."""
-    outside = {k: v for k, v in observed.items() if expected_probs.get(k, 0.0) <= 0.0}
-    assert not outside, f"draws outside the support: {outside}"
-    big = [k for k, pr in expected_probs.items() if pr * n >= min_expected]
-    small = [k for k, pr in expected_probs.items() if 0 < pr * n < min_expected]
-    obs = [observed.get(k, 0) for k in big]
-    exp = [expected_probs[k] * n for k in big]
-    if small:
-        obs.append(sum(observed.get(k, 0) for k in small))
-        exp.append(sum(expected_probs[k] for k in small) * n)
-    exp = [e * sum(obs) / sum(exp) for e in exp]  # remove float drift from the total
-    assert len(obs) >= 2
-    return float(stats.chisquare(obs, exp).pvalue)
-
 
 def row(*values) -> torch.Tensor:
     t = torch.tensor(values, dtype=torch.float32)
@@ -307,45 +287,30 @@ def test_fast_top_p_at_the_candidate_boundary():
 # --- end to end on the tiny pair ------------------------------------------------------------
 
 
-def exact_first_two(pair, prompt_ids, sampling) -> dict:
-    """P(t1, t2) = p(t1 | prompt) p(t2 | prompt, t1) from plain full forward passes."""
-    def dist(ids):
-        with torch.inference_mode():
-            logits = pair.target(torch.tensor([ids])).logits[0, -1:].float()
-        return warp(logits, sampling)[0].double()
-
-    p1 = dist(prompt_ids)
-    joint = {}
-    for t1 in p1.nonzero().flatten().tolist():
-        p2 = dist(prompt_ids + [t1])
-        for t2 in p2.nonzero().flatten().tolist():
-            joint[(t1, t2)] = float(p1[t1] * p2[t2])
-    return joint
-
-
-def first_two(dec) -> tuple[int, int]:
-    """Run rounds until two tokens are out (the budget is large enough that no round
-    is cut down to gamma 0 before that)."""
-    for _ in dec:
-        if len(dec.trace.output_ids) >= 2:
-            return tuple(dec.trace.output_ids[:2])
-    raise AssertionError(f"the run ended after {dec.trace.output_ids} ({dec.trace.stop_reason})")
-
-
 ALL_CHARS = "".join(chr(c) for c in range(32, 127)) + "\n"
 NGRAM = "ngram"  # placeholder prompt, built by ngram_prompt()
 
 E2E = {
-    # name: (mode, drafter, gamma, sampling, prompt, chat, runs)
+    # name: (mode, sampling, prompt, chat, runs, the rest of the config). The draft variants
+    # (the full draft, the cut head of tests/test_draft_head.py, the int8 draft of
+    # tests/test_quant.py) all keep the target's distribution, by the same test.
     "model drafter, gamma 3, T=1, top-k 8":
-        ("speculative", "model", 3, Sampling(1.0, 8, 1.0), "Hello world", True, 1200),
+        ("speculative", Sampling(1.0, 8, 1.0), "Hello world", True, 1200, dict(gamma=3)),
     # gamma 1: when the draft token is accepted, the second token is the bonus
     "model drafter, gamma 1, T=0.7, top-p 0.9":
-        ("speculative", "model", 1, Sampling(0.7, 0, 0.9), "The quick brown fox", True, 800),
+        ("speculative", Sampling(0.7, 0, 0.9), "The quick brown fox", True, 800, dict(gamma=1)),
     "ngram drafter, gamma 3, T=1, top-k 8":
-        ("speculative", "ngram", 3, Sampling(1.0, 8, 1.0), NGRAM, False, 1000),
+        ("speculative", Sampling(1.0, 8, 1.0), NGRAM, False, 1000, dict(gamma=3, drafter="ngram")),
     "autoregressive, T=1, top-k 8":
-        ("autoregressive", "model", 3, Sampling(1.0, 8, 1.0), "Hello world", True, 800),
+        ("autoregressive", Sampling(1.0, 8, 1.0), "Hello world", True, 800, dict(gamma=3)),
+    # q renormalised over the kept ids: the target's mass outside them comes from the residual
+    "cut head of 12, gamma 3, T=1":
+        ("speculative", Sampling(1.0, 0, 1.0), "Hello world", True, 1500, dict(gamma=3, draft_vocab=12)),
+    "cut head of 24, gamma 2, T=0.8, top-p 0.9":
+        ("speculative", Sampling(0.8, 0, 0.9), "Hello world", True, 1000, dict(gamma=2, draft_vocab=24)),
+    # the acceptance rule uses the q the int8 draft really sampled from
+    "int8 draft, gamma 3, T=1":
+        ("speculative", Sampling(1.0, 0, 1.0), "Hello world", True, 1200, dict(gamma=3, draft_quant="int8")),
 }
 
 
@@ -358,25 +323,23 @@ def ngram_prompt(pair) -> str:
     return ALL_CHARS + b + g + b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(E2E))
 def test_first_two_tokens_follow_the_target(tiny_pair, name):
-    mode, drafter, gamma, s, prompt, chat, runs = E2E[name]
+    """The first two tokens (or an EOS) of many seeded runs, against the exact P(t1, t2) of the
+    (warped) target from plain forward passes: chi-square."""
+    mode, s, prompt, chat, runs, rest = E2E[name]
     if prompt == NGRAM:
         prompt = ngram_prompt(tiny_pair)
+    expected = exact_first_two_or_eos(tiny_pair, encode_prompt(tiny_pair.tokenizer, prompt, chat), s)
+    if "draft_vocab" in rest:
+        kept = set(tiny_pair.cut_head(rest["draft_vocab"]).ids.tolist())
+        outside = sum(v for (t1, _), v in expected.items() if t1 not in kept)
+        assert outside > 0.05, "the target must put mass outside the kept ids, or the residual goes untested"
     make = speculative if mode == "speculative" else autoregressive
-    prompt_ids = encode_prompt(tiny_pair.tokenizer, prompt, chat)
-    expected = exact_first_two(tiny_pair, prompt_ids, s)
-    assert math.isclose(sum(expected.values()), 1.0, abs_tol=1e-6)
-    counts = Counter()
-    accepted = drafted = 0
-    for seed in range(runs):
-        dec = make(tiny_pair, make_config(
-            prompt=prompt, chat=chat, gamma=gamma, max_new_tokens=8, temperature=s.temperature,
-            top_k=s.top_k, top_p=s.top_p, seed=seed, drafter=drafter,
-        ))
-        counts[first_two(dec)] += 1
-        accepted += dec.trace.rounds[0].accepted
-        drafted += len(dec.trace.rounds[0].proposed)
+    counts, accepted, drafted = sample_first_two(
+        tiny_pair, make, runs, prompt=prompt, chat=chat, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+        **rest)
     pvalue = chi2_fit(counts, expected, runs)
     assert pvalue > P_MIN, f"{name}: chi-square p = {pvalue:.2e}; most common {counts.most_common(6)}"
     if mode == "speculative":

@@ -128,7 +128,21 @@ def test_check_config_enforces_the_prompt_limit():
 
 
 def test_off_server_mode_check_config_allows_what_the_engine_allows():
-    check_config(RunConfig(prompt="x" * 100_000, max_new_tokens=MAX_NEW_TOKENS), from_env({}))
+    """Off server mode the caps are the engine's own (validate.check_settings): the same
+    boundary, refused in the same words, and no prompt limit."""
+    from specviz.record.validate import check_settings
+
+    s = from_env({})
+    assert not s.on and s.max_prompt_chars is None and s.max_new_tokens == MAX_NEW_TOKENS
+    at_most = RunConfig(prompt="x" * 100_000, max_new_tokens=MAX_NEW_TOKENS)
+    assert check_config(at_most, s) is None and check_settings(at_most) is None
+    over = RunConfig(prompt="x", max_new_tokens=MAX_NEW_TOKENS + 1)
+    with pytest.raises(BadInput) as ours:
+        check_config(over, s)
+    with pytest.raises(BadInput) as engines:
+        check_settings(RunConfig(prompt="x", max_new_tokens=MAX_NEW_TOKENS + 1))
+    assert ours.value.field == engines.value.field == "max_new_tokens"
+    assert str(ours.value).lower() == str(engines.value).lower() == f"max new tokens must be from 1 to {MAX_NEW_TOKENS}; got {MAX_NEW_TOKENS + 1}"
 
 
 def test_the_live_pages_check_refuses_over_the_cap(tiny_pair, monkeypatch):
@@ -162,7 +176,7 @@ def test_in_server_mode_only_installed_pairs_are_offered():
     assert allowed_pairs(only_default, installed=lambda name: True) == ("default",)
 
 
-def test_pair_installed(monkeypatch, tmp_path):
+def test_pair_installed(monkeypatch, specviz_cache):  # an empty cache: no converted copy
     import specviz.models.default_parts
     import specviz.models.pair
 
@@ -170,7 +184,6 @@ def test_pair_installed(monkeypatch, tmp_path):
     try:
         assert server_mode.pair_installed("tiny")
         assert not server_mode.pair_installed("/some/path")
-        monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))  # an empty cache: no converted copy
 
         def missing(spec):
             raise ModelError(f"the {spec.role} model part package is not installed")

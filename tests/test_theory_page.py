@@ -25,7 +25,7 @@ SMALL = [("draft", 1, 1), ("draft", 1, 2), ("target", 1, 1), ("target", 1, 2), (
 
 
 @pytest.fixture(autouse=True)
-def tiny_only(monkeypatch, tmp_path):
+def tiny_only(monkeypatch, specviz_cache):
     """Only the tiny pair may load (in the app and the CLI); measurements go to a fresh cache."""
     for module in (ui_pair, specviz.models.pair):
         real = module.load_pair
@@ -36,7 +36,6 @@ def tiny_only(monkeypatch, tmp_path):
 
         monkeypatch.setattr(module, "load_pair", guarded)
     monkeypatch.setenv("SPECVIZ_PAIR", "tiny")
-    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _page(page: str) -> AppTest:

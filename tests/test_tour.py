@@ -16,6 +16,7 @@ from specviz.ui import server_mode, tour
 from specviz.ui.chrome import NAV, PAGES, TRACES_DIR
 from specviz.ui.replay import load_trace_file
 
+pytestmark = pytest.mark.usefixtures("app_tiny_only")  # every test runs the app on the tiny pair
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 TIMEOUT = 90
@@ -165,11 +166,6 @@ def test_the_step_indicator():
 
 
 # --- in the app (AppTest, the tiny pair) -------------------------------------------------------------
-
-@pytest.fixture(autouse=True)
-def tiny_only(app_tiny_only):
-    """Every test here runs the app on the tiny pair (tests/conftest.py)."""
-
 
 def _start_page(lang: str = "en") -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)

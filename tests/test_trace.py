@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_config, run_ar, run_sd
+from helpers import make_config, run_ar, run_sd
 
 from specviz import BadInput, Trace, speculative
 from specviz.record.contention import Contention

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import make_config, run_ar, run_sd
+from helpers import make_config, run_ar, run_sd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticUndefined
@@ -448,6 +448,7 @@ def test_validate_needs_a_file(capsys):
     assert info.value.code == 2
 
 
+@pytest.mark.slow
 def test_validate_runs_as_a_command(tmp_path):
     import subprocess
     import sys
