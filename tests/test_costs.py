@@ -24,6 +24,7 @@ from specviz.measure.forward_costs import (
     safe_name,
     timed_pass,
 )
+from specviz.record.contention import OTHER_PROCESSES, Contention
 from specviz.replay.latency import LatencyModel, from_trace, latency_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -41,7 +42,10 @@ def pair():
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Count calls of costs.measure (load_or_measure calls it through the module)."""
+    """Count calls of costs.measure (load_or_measure calls it through the module), on a machine
+    that reads as quiet: a grid other work overlapped is not kept (tested below with a busy one),
+    and a shared test machine is rarely quiet (the meter itself is tested in test_busy.py)."""
+    monkeypatch.setattr(costs.busy, "entries", lambda jobs, meter: [])
     calls = []
     real = costs.measure
 
@@ -313,6 +317,23 @@ def test_a_damaged_or_foreign_cache_file_is_measured_again(pair, specviz_cache, 
     load_or_measure(pair, CTX, SMALL, repeats=1)
     assert len(counted) == 4
     assert load_or_measure(pair, CTX, SMALL, repeats=1)[1]["cached"] is True
+
+
+def test_a_grid_timed_beside_other_work_is_shown_but_never_kept(pair, specviz_cache, counted, monkeypatch):
+    """Its passes hold the other work's time, not the pair's: returned with its contention, not
+    saved; and a kept file that says it was contended (an older specviz kept them) is measured again."""
+    busy = [Contention(OTHER_PROCESSES, 1.4)]
+    monkeypatch.setattr(costs.busy, "entries", lambda jobs, meter: list(busy))
+    rows, meta = load_or_measure(pair, CTX, SMALL, repeats=1)
+    assert meta["complete"] is True and meta["contention"] == [{"label": OTHER_PROCESSES, "cpu_share": 1.4}]
+    assert sorted(map(point, rows)) == sorted(SMALL) and not Path(meta["path"]).exists()
+    busy.clear()  # quiet again: measured again, and kept
+    _, meta = load_or_measure(pair, CTX, SMALL, repeats=1)
+    assert len(counted) == 2 and meta["cached"] is False and Path(meta["path"]).is_file()
+    data = json.loads(Path(meta["path"]).read_text())
+    data["contention"] = [{"label": OTHER_PROCESSES, "cpu_share": 1.1}]
+    Path(meta["path"]).write_text(json.dumps(data))
+    assert load_or_measure(pair, CTX, SMALL, repeats=1)[1]["cached"] is False and len(counted) == 3
 
 
 def test_a_stopped_measurement_is_returned_but_not_saved(pair, specviz_cache, counted):

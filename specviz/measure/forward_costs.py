@@ -365,10 +365,14 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def _read(path: Path, points: list[GridPoint], header: dict[str, Any]) -> dict | None:
     """The cached measurement if it is readable, matches ``header`` (pair, device, dtype,
-    context) and covers every grid point; else None (and the caller measures again)."""
+    context), covers every grid point and was taken on a quiet machine (no contention: a
+    grid timed beside other work holds that work's time, not the pair's); else None (and the
+    caller measures again)."""
     try:
         data = json.loads(path.read_text())
         if data.get("format") != COSTS_FORMAT or any(data.get(k) != v for k, v in header.items()):
+            return None
+        if data.get("contention"):
             return None
         have = {(r["model"], int(r["batch"]), int(r["tokens"])) for r in data["rows"]
                 if float(r["ms"]) > 0}
@@ -393,7 +397,8 @@ def load_or_measure(
     contention: heavy jobs of other threads and other processes' CPU share that overlapped the
     measurement, as ``specviz.record.contention.Contention`` dicts; an older file has labels) plus ``path`` and
     ``cached`` (True when read from the file). A stopped measurement is returned with
-    ``complete`` False and is not saved."""
+    ``complete`` False and is not saved; nor is one that other work overlapped (its
+    ``contention``): it is returned, marked, and the next call measures again."""
     import torch
 
     points = _normalize_grid(grid)
@@ -422,7 +427,7 @@ def load_or_measure(
             "complete": len(rows) == len(points),
             "rows": rows,
         }
-        if data["complete"]:
+        if data["complete"] and not data["contention"]:  # a busy machine's grid is shown, never kept
             _write_atomic(path, data)
     meta = {k: v for k, v in data.items() if k != "rows"}
     meta.update(path=str(path), cached=cached)
