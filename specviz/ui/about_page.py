@@ -64,8 +64,8 @@ def fp32_text(curve: LatencyModel | None, tr: Translator = _) -> str:
                                                         b5=ref["bfloat16"][5], b1=ref["bfloat16"][1])
     if curve is not None:
         text += " " + tr(N_("On this machine ({dtype}, measured on the Cost curve page): {t5} for 5 tokens against "
-                            "{t1} for 1.")).format(dtype=curve.meta.get("dtype", "?"), t5=fmt_ms(curve.verify(5)),
-                                                   t1=fmt_ms(curve.verify(1)))
+                            "{t1} for 1.")).format(dtype=curve.meta.get("dtype", "?"), t5=fmt_ms(curve.verify(5), tr),
+                                                   t1=fmt_ms(curve.verify(1), tr))
     return text
 
 

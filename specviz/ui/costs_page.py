@@ -95,7 +95,7 @@ def measured_note(meta: dict, device: str, dtype: str, ctx: int, tr: Translator 
 
 
 def how_long_sentence(seconds: float, source: str, tr: Translator = _) -> str:
-    return tr(N_("Measuring takes about {time} on this machine, {source}.")).format(time=fmt_ms(seconds * 1000),
+    return tr(N_("Measuring takes about {time} on this machine, {source}.")).format(time=fmt_ms(seconds * 1000, tr),
                                                                                     source=source)
 
 
@@ -140,8 +140,8 @@ def compute_bound_text(curve: LatencyModel | None, dtype: str, tr: Translator = 
         f5=ref["float32"][5], f1=ref["float32"][1], b5=ref["bfloat16"][5], b1=ref["bfloat16"][1])
     if curve is not None:
         text += " " + tr(N_("On this machine ({dtype}, the curve above): {t5} for 5 tokens against {t1} for "
-                            "1.")).format(dtype=curve.meta.get("dtype", dtype), t5=fmt_ms(curve.verify(5)),
-                                          t1=fmt_ms(curve.verify(1)))
+                            "1.")).format(dtype=curve.meta.get("dtype", dtype), t5=fmt_ms(curve.verify(5), tr),
+                                          t1=fmt_ms(curve.verify(1), tr))
     return text
 
 

@@ -23,7 +23,7 @@ def render_schedules(r: Replay) -> None:
     """The three schedules' timelines (chart) and their numbers, side by side."""
     names = {"serial": _("Serial speculative decoding"), "pearl": "PEARL", "ssd": _("SSD (speculative speculative)")}
     shown = {k: res for k, res in r.results.items() if k not in r.waiting}
-    titles = {k: _("{schedule}: {time}, {rate:.1f} tok/s").format(schedule=names[k], time=fmt_ms(res.wall_ms),
+    titles = {k: _("{schedule}: {time}, {rate:.1f} tok/s").format(schedule=names[k], time=fmt_ms(res.wall_ms, _),
                                                                   rate=res.tokens_per_second)
               for k, res in shown.items()}
     chart, numbers = st.columns([2.6, 1.4])
@@ -58,7 +58,7 @@ def render_schedules(r: Replay) -> None:
                     c = st.columns(2)
                     c[0].metric(_("hit rate"), fmt_pct(res.hit_rate))
                     c[1].metric(_("branches / round"), f"{res.branches_per_round or 0:.1f}")
-                    st.caption(_("Draft time spent on branches thrown away: ") + fmt_ms(res.wasted_draft_ms))
+                    st.caption(_("Draft time spent on branches thrown away: ") + fmt_ms(res.wasted_draft_ms, _))
 
 
 def render_check(r: Replay) -> None:
@@ -69,7 +69,7 @@ def render_check(r: Replay) -> None:
         st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
                      "race measured ×{race:.2f} for this run; its serial replay (its own γ and policy) gives "
                      "×{replay:.2f}, as its wall time is {err:+.1%} off the run's.").format(
-            which=r.alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms),
+            which=r.alone_what, rate=alone_tps, tokens=len(alone_run.output_ids), time=fmt_ms(alone_run.wall_ms, _),
             race=r.race_speedup, replay=n / check.sim_wall_ms * 1000 / alone_tps, err=check.wall_error))
     elif alone_tps:
         how = (_("measured on this machine") if r.measured else
@@ -78,7 +78,7 @@ def render_check(r: Replay) -> None:
         st.caption(_("“vs target alone” is an estimate, as no target-alone run of this prompt and settings was "
                      "raced or recorded: the target's prefill of the prompt ({prefill}), then {n} one-token passes "
                      "of {one} each ({how}) and the run's bookkeeping, {rate:.2f} tokens/s.").format(
-            prefill=fmt_ms(costs.target_prefill_ms), n=max(0, n - 1), one=fmt_ms(costs.verify(1)), how=how,
+            prefill=fmt_ms(costs.target_prefill_ms, _), n=max(0, n - 1), one=fmt_ms(costs.verify(1), _), how=how,
             rate=alone_tps))
 
     verdict = _("agrees") if check.ok else _("does not agree")
@@ -89,7 +89,7 @@ def render_check(r: Replay) -> None:
           "({err:+.1%}; the tolerance is ±10%).").format(
             verdict=verdict, sim_rounds=check.sim_rounds, real_rounds=check.real_rounds,
             rounds=_("every round the same") if check.rounds_match else _("rounds differ"),
-            sim=fmt_ms(check.sim_wall_ms), real=fmt_ms(check.real_wall_ms), err=check.wall_error))
+            sim=fmt_ms(check.sim_wall_ms, _), real=fmt_ms(check.real_wall_ms, _), err=check.wall_error))
     if r.measured and check.rounds_match and not check.ok:
         st.caption(_("Every round is the same, so the gap is in the costs: they were measured at another time, and "
                      "a shared machine's speed drifts by up to a fifth from one minute to the next. Timed right "
@@ -141,12 +141,12 @@ def render_pearl_real(state: ParallelState, r: Replay) -> None:
         err = real.wall_ms / sim.wall_ms - 1 if sim.wall_ms else 0.0
         same_text = real.output_ids == r.trace.output_ids[: len(real.output_ids)]
         cols = st.columns(4)
-        cols[0].metric(_("measured"), fmt_ms(real.wall_ms), help=_("Wall time of the real overlapped run."))
-        cols[1].metric(_("simulated"), fmt_ms(sim.wall_ms))
+        cols[0].metric(_("measured"), fmt_ms(real.wall_ms, _), help=_("Wall time of the real overlapped run."))
+        cols[1].metric(_("simulated"), fmt_ms(sim.wall_ms, _))
         cols[2].metric(_("measured ÷ simulated"), f"{1 + err:.2f}")
         cols[3].metric(_("same tokens as the run"), _("yes") if same_text else _("no"))
         st.plotly_chart(F.timeline_figure(real, tr=_, title=_("PEARL, measured: {tokens} tokens in {time}").format(
-            tokens=len(real.output_ids), time=fmt_ms(real.wall_ms))), key="parallel_real_fig",
+            tokens=len(real.output_ids), time=fmt_ms(real.wall_ms, _))), key="parallel_real_fig",
             config={"displayModeBar": False})
         if not got[1].pinned and got[1].note:
             st.caption(_("Not pinned: ") + got[1].note)
@@ -182,8 +182,8 @@ def render_changes(r: Replay) -> None:
         "this replay γ = {gamma} draft passes take {block} and the verify of their {k} tokens {verify}. "
         "Running the two at once hides the shorter of them, so a round shrinks at most from {both} to "
         "{longer}: neither PEARL nor SSD can beat ×{gain:.2f} over serial here, and SSD gets that only on a "
-        "hit.").format(gamma=gamma, block=fmt_ms(block), k=gamma + 1, verify=fmt_ms(verify),
-                       both=fmt_ms(block + verify), longer=fmt_ms(max(block, verify)), gain=gain)
+        "hit.").format(gamma=gamma, block=fmt_ms(block, _), k=gamma + 1, verify=fmt_ms(verify, _),
+                       both=fmt_ms(block + verify, _), longer=fmt_ms(max(block, verify), _), gain=gain)
         + " " + (_("The draft is the cheap side ({share} of the verify), so the target's verify passes set the "
                    "pace.") if block < verify else
                  _("The draft is the slow side ({share} of the verify), so the target waits for it even when both "
