@@ -91,7 +91,7 @@ def test_cost_ratio_wording_agrees_with_how_it_works():
     help_text = metrics.metric("cost_ratio_c").help
     assert "α > c" in help_text and "per-token acceptance probability (not the acceptance rate)" in help_text
     assert "beats" not in help_text
-    about = (ROOT / "pages" / "about.py").read_text(encoding="utf-8")
+    about = (ROOT / "specviz" / "ui" / "about_page.py").read_text(encoding="utf-8")  # How it works' text
     assert "α > c" in about
 
 
