@@ -23,6 +23,7 @@ import streamlit as st
 
 from specviz import figures as F
 from specviz.analysis import metrics as M
+from specviz.analysis import theory
 from specviz.analysis.compare import compare, explain, stop_reason_text  # noqa: F401  (stop_reason_text: the controller's)
 from specviz.figures import exports
 from specviz.figures.history import delta_label
@@ -275,8 +276,6 @@ def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -
 
 def theory_line(trace: Trace) -> str | None:
     """What the closed form says about this run's measured α and c, in one sentence."""
-    from specviz.analysis import theory
-
     s = F.live_summary(trace)
     c, gamma = s.get("cost_ratio_c"), trace.config.gamma
     alpha = M.alpha_estimate(trace)
