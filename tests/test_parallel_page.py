@@ -174,7 +174,7 @@ def test_a_recorded_trace_replays_with_no_model_run():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
-    assert at.selectbox(key="parallel_source").value.startswith("Recorded:")
+    assert at.selectbox(key="parallel_source").value == "Recorded: code-gamma4-greedy"  # the featured run
     assert len(at.get("plotly_chart")) == 1
     assert not at.warning
     # its pair is not the one loaded: what the run did not time cannot be measured, so no SSD
@@ -366,3 +366,15 @@ def test_a_gap_in_the_costs_is_explained(tmp_path, monkeypatch, specviz_cache, s
         assert "agrees with the real run" in text and "the gap is in the costs" not in captions
     else:
         assert "does not agree" in text and "the gap is in the costs" in captions
+
+
+def test_the_run_picker_opens_on_the_live_run_else_the_featured_recorded_one():
+    """A first click on Parallel shows the session's own run, or else the code run at γ 4 (not the
+    first file in alphabetical order)."""
+    from specviz.ui.parallel_page import opening_index
+
+    recorded = ["Recorded: chinese-gamma2-greedy", "Recorded: code-gamma4-greedy", "Recorded: prose-gamma8-greedy"]
+    assert opening_index(["This session's last Live run", *recorded], tr=str) == 0
+    assert opening_index(recorded, tr=str) == 1
+    assert opening_index(["Recorded: chinese-gamma2-greedy"], tr=str) == 0
+    assert opening_index([], tr=str) == 0

@@ -18,6 +18,9 @@ from specviz.ui.lang import current
 ROOT = Path(__file__).resolve().parent.parent.parent
 ASSETS = ROOT / "assets"
 TRACES_DIR = ASSETS / "traces"
+# The recorded run a page opens on when the session has no Live run, and the tour's with no model:
+# code at γ 4, greedy, raced against the target alone (the run that shows the most).
+FEATURED_TRACE = "code-gamma4-greedy"
 
 # Every page: its file, its title (shown as _(title)) and icon, in the navigation's order.
 PAGES = {

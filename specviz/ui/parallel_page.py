@@ -28,6 +28,7 @@ from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
 from specviz.replay import what_if as parallel
 from specviz.ui import chrome
+from specviz.ui.chrome import FEATURED_TRACE
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
 from specviz.ui.pair import sidebar_pair
@@ -175,14 +176,25 @@ def race_of(trace) -> tuple:
     return None, None, None
 
 
+def opening_index(options: list[str], tr: Translator = _) -> int:
+    """Where the run picker opens: the session's last Live run (listed first when there is one),
+    else the featured recorded run (code, γ 4: a first click shows PEARL and SSD on a run this
+    machine can complete), else the first."""
+    recorded = tr("Recorded: ")
+    if options and not options[0].startswith(recorded) and not options[0].startswith(tr("Recorded, remote target: ")):
+        return 0
+    return next((i for i, k in enumerate(options) if k == recorded + FEATURED_TRACE), 0)
+
+
 # --- the page's parts -------------------------------------------------------------------------------
 
 def render_choice() -> Trace | None:
     """The run picker (sidebar) and the title; None (with the reason shown) when there is no
     run, or one that cannot be replayed."""
     sources = {**replay_sources(speculative_only=True), **remote_sources()}
+    options = list(sources)
     with st.sidebar:
-        st.selectbox(_("Run to replay"), list(sources), key="parallel_source",
+        st.selectbox(_("Run to replay"), options, index=opening_index(options), key="parallel_source",
                      help=_("A greedy speculative run: this session's last Live run, or a recorded one."))
     trace, problem = load_source(sources, st.session_state.get("parallel_source"))
     sidebar_pair()

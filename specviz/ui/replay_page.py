@@ -24,7 +24,7 @@ from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
 from specviz.record.schema import MAX_TRACE_BYTES
 from specviz.ui import server_mode
-from specviz.ui.chrome import SHORTCUTS, SPEEDS, recorded_traces
+from specviz.ui.chrome import FEATURED_TRACE, SHORTCUTS, SPEEDS, recorded_traces
 from specviz.ui.lang import _
 from specviz.ui.pair import env_pair, sidebar_pair
 from specviz.ui.replay import draft_description, load_trace_file, render_replay, replay_play
@@ -34,7 +34,7 @@ from specviz.ui.view import RunView, baseline_line, export_buttons, md_code
 # The options are fixed English keys, shown translated (format_func): a change of language keeps
 # the run picked.
 LIVE, UPLOAD, RECORDED = "This session's last live run", "Upload a trace file…", "Recorded: "
-FEATURED = "code-gamma4-greedy"  # assets/traces: code at γ 4, greedy, raced against the target alone
+FEATURED = FEATURED_TRACE
 
 
 @dataclass

@@ -25,13 +25,13 @@ import streamlit as st
 
 from specviz.figures.theory import run_point
 from specviz.record.i18n import N_, Translator
-from specviz.ui.chrome import PAGES, TRACES_DIR, keep_choices, translator
+from specviz.ui.chrome import FEATURED_TRACE, PAGES, TRACES_DIR, keep_choices, translator
 from specviz.ui.lang import _
 from specviz.ui.replay import load_trace_file
 
 STEP, FLAVOUR, PRESET, GOTO = "tour_step", "tour_flavour", "tour_preset", "tour_goto"
 FLAVOURS = {"live": N_("your own run (Live)"), "recorded": N_("a recorded run (no model needed)")}
-RECORDED = "code-gamma4-greedy"  # assets/traces: the recorded flavour's run (code, γ 4, greedy)
+RECORDED = FEATURED_TRACE  # the recorded flavour's run (code, γ 4, greedy)
 THEORY_MAX_GAMMA = 16  # the Theory page's γ slider ends here
 
 
