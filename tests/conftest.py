@@ -146,10 +146,12 @@ def default_bf16_folders():
 # --- a real vLLM server, the remote target ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm_server(request, tmp_path_factory):
     """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
-    per session, or ``SPECVIZ_TEST_VLLM_URL`` for one already running."""
+    for the module that uses it (test_remote.py, the only one) and stopped after it: an idle vLLM server still takes
+    CPU, and the browser and busy-meter tests that run later must find the machine quiet. Or
+    ``SPECVIZ_TEST_VLLM_URL`` for one already running."""
     if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
         yield url.rstrip("/")
         return
