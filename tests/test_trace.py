@@ -116,10 +116,10 @@ def test_version_2_contention_labels_become_entries(traces):
 
 def test_schema_version_is_checked(traces):
     data = traces["autoregressive"].to_dict()
-    assert data["schema_version"] == SCHEMA_VERSION == 3
-    for bad in (4, 0, "3", None):
+    assert data["schema_version"] == SCHEMA_VERSION == 4
+    for bad in (5, 0, "3", None):
         data["schema_version"] = bad
-        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 3"):
+        with pytest.raises(BadInput, match=r"schema_version is .*this specviz reads version 4"):
             Trace.from_json(json.dumps(data))
     del data["schema_version"]
     with pytest.raises(BadInput, match="schema_version"):

@@ -13,6 +13,11 @@ from specviz.record.errors import BadInput
 # is in the twenties; and a 33-position verify pass is where the cost curve is measured.
 MAX_GAMMA = 32
 MAX_NEW_TOKENS = 4096
+# Token trees (specviz/engine/tree.py): the verify pass reads every node at once, so the budget is
+# the verify pass's width; 64 is past the cost curve's knee on every machine measured.
+MAX_TREE_NODES = 64
+MAX_TREE_DEPTH = 16
+MAX_TREE_WIDTH = 8  # the draft's candidates a trace records per position (engine.decode.TOP_F)
 MODES = ("speculative", "autoregressive")
 DRAFTER_NAMES = ("model", "ngram")  # specviz.engine.drafters.DRAFTERS
 POLICY_NAMES = ("constant", "heuristic")  # specviz.record.policies.POLICIES
@@ -44,3 +49,13 @@ def check_quant(quant: str, device: object = None) -> None:
     if device is not None and quant == "int8" and str(device).split(":")[0] != "cpu":
         raise BadInput("the int8 draft runs on the CPU only (PyTorch's dynamic int8 kernels): "
                        "use draft quantization none on this device", "draft_quant")
+
+
+def tree_size(shape: list[int]) -> int:
+    """Nodes of the static tree whose nodes at depth d-1 each have shape[d-1] children:
+    sum over d of w_1 * .. * w_d (the root, the last verified token, is not a node)."""
+    total, level = 0, 1
+    for w in shape:
+        level *= w
+        total += level
+    return total

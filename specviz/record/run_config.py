@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 LANES = ("draft", "target")
 FORWARD_KINDS = frozenset({"prefill", "draft_forward", "verify_forward", "target_forward"})
@@ -55,3 +55,15 @@ class RunConfig:
     draft_vocab: int = 0  # > 0: the draft's head cut to this many most frequent ids (FR-Spec)
     draft_quant: str = "none"  # "int8": the draft's Linears dynamic int8 (specviz/models/int8.py)
     target_url: str = ""  # the target on this vLLM server (specviz/models/remote.py); "" = a local target
+    # A token tree instead of a chain (specviz/engine/tree.py). tree_nodes > 0: a dynamic tree of at most
+    # that many nodes, tree_depth deep, tree_width children per expanded node (EAGLE-2's expansion);
+    # tree_shape [w_1, .., w_D]: a static tree, every node at depth d-1 with w_d children. A chain of
+    # gamma tokens is the static tree [1] * gamma, and tree_nodes 0 with no shape means a chain.
+    tree_nodes: int = 0
+    tree_depth: int = 4
+    tree_width: int = 2
+    tree_shape: list[int] = field(default_factory=list)
+
+    @property
+    def is_tree(self) -> bool:
+        return bool(self.tree_nodes or self.tree_shape)

@@ -41,6 +41,31 @@ class Event:
 
 
 @dataclass
+class TreeNode:
+    """One node of a round's draft tree (specviz/engine/tree.py). The root is the last verified
+    token and is not a node; nodes come parents first. ``q`` is the draft's probability of the
+    token under its parent's row, ``p`` the target's (both warped as the rule saw them; at
+    temperature 1 in a greedy run); ``step`` is the draft pass that proposed it (1 = the
+    first), ``accepted`` whether it lies on the accepted path."""
+
+    token: int
+    parent: int  # index of the parent node in Round.tree; -1: a child of the root
+    q: float = 0.0
+    p: float = 0.0
+    accepted: bool = False
+    text: str = ""
+    step: int = 1
+
+
+def tree_depths(nodes: list[TreeNode]) -> list[int]:
+    """Each node's depth (1 = a child of the root)."""
+    depth: list[int] = []
+    for n in nodes:
+        depth.append(1 if n.parent < 0 else depth[n.parent] + 1)
+    return depth
+
+
+@dataclass
 class Round:
     """One draft-then-verify round (or one plain target step when gamma == 0).
 
@@ -64,6 +89,11 @@ class Round:
     draft_probs[i]``), and after a rejection at position k ``residual_probs`` is
     norm(max(0, p_k - q_k)), the row the correction was drawn from, over ``candidates[k]``.
     Traces recorded before these fields existed load with them empty.
+
+    A tree round (``tree`` not empty) drafted a token tree and verified it in one pass:
+    ``proposed`` is then the path the verification walked (the accepted nodes) followed by
+    the draft's most probable line below the last of them, so ``accepted``, ``rejected`` and
+    the strip read as for a chain; ``tree`` holds every node.
     """
 
     index: int
@@ -86,6 +116,7 @@ class Round:
     candidate_text: list[list[str]] = field(default_factory=list)
     draws: list[float] = field(default_factory=list)
     residual_probs: list[float] = field(default_factory=list)
+    tree: list[TreeNode] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -149,7 +180,8 @@ class Trace:
             **{k: v for k, v in d.items() if k not in ("config", "rounds", "contention")},
             config=RunConfig(**d["config"]),
             contention=[Contention(**c) for c in d["contention"]],
-            rounds=[Round(**{**r, "events": [Event(**e) for e in r["events"]]}) for r in d["rounds"]],
+            rounds=[Round(**{**r, "events": [Event(**e) for e in r["events"]],
+                             "tree": [TreeNode(**n) for n in r["tree"]]}) for r in d["rounds"]],
         )
         return trace.finish() if finished else trace
 

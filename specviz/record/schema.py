@@ -37,6 +37,9 @@ from specviz.record.limits import (
     DRAFTER_NAMES,
     DTYPE_NAMES,
     MAX_GAMMA,
+    MAX_TREE_DEPTH,
+    MAX_TREE_NODES,
+    MAX_TREE_WIDTH,
     MAX_NEW_TOKENS,
     MAX_TEMPERATURE,
     MODES,
@@ -80,12 +83,13 @@ BELOW = N_("{field} must be less than {limit}; got {value}")
 EMPTY = N_("{field} must not be empty; got {value}")
 ACCEPTED = N_("{field} must be at most the {limit} tokens proposed; got {value}")
 END = N_("{field} must not be before the event's start_ms of {limit}; got {value}")
+PARENT = N_("{field} must name an earlier node (at most {limit}, or -1 for the root); got {value}")
 OUTPUT = N_("{field} must be the rounds' emitted tokens in order; got {value}")
 SETTING = N_("{field} is not a setting specviz runs: {reason}; got {value}")
 INVALID = N_("{field} is not valid ({reason}); got {value}")
 
 # the specific before the general: ``translate`` says a message with the first template it matches
-MESSAGES = (TOO_BIG, NOT_UTF8, TOO_DEEP, NOT_JSON, NOT_OBJECT, VERSION, ACCEPTED, END, OUTPUT, SETTING, UNKNOWN,
+MESSAGES = (TOO_BIG, NOT_UTF8, TOO_DEEP, NOT_JSON, NOT_OBJECT, VERSION, ACCEPTED, END, PARENT, OUTPUT, SETTING, UNKNOWN,
             EMPTY, CHOICE, AT_LEAST, AT_MOST, ABOVE, BELOW, WHOLE, NUMBER, TEXT, BOOL, LIST, OBJECT, INVALID,
             MISSING)
 
@@ -192,6 +196,19 @@ class EventModel(_Strict):
     tokens: list[DraftToken] = []
 
 
+class TreeNodeModel(_Strict):
+    """One node of a round's draft tree (specviz.record.run_trace.TreeNode); parents come before their
+    children (checked after the schema)."""
+
+    token: TokenId
+    parent: int = Field(ge=-1, description="index of the parent node in the round's tree; -1: a child of the root")
+    q: Prob = 0.0
+    p: Prob = 0.0
+    accepted: bool = False
+    text: str = ""
+    step: int = Field(1, ge=1, le=MAX_TREE_DEPTH)
+
+
 class RoundModel(_Strict):
     """One draft-then-verify round, or one plain target step at gamma 0 (specviz.record.run_trace.Round).
     0 <= accepted <= len(proposed) (checked after the schema)."""
@@ -216,6 +233,7 @@ class RoundModel(_Strict):
     candidate_text: list[list[str]] = []
     draws: list[Prob] = []
     residual_probs: list[Prob] = []
+    tree: list[TreeNodeModel] = Field([], max_length=MAX_TREE_NODES)
     events: list[EventModel] = []
 
 
@@ -242,6 +260,11 @@ class RunConfigModel(_Strict):
     draft_vocab: int = Field(0, ge=0, description="> 0: the draft's head cut to this many most frequent ids")
     draft_quant: Literal[QUANTS] = "none"
     target_url: str = Field("", max_length=2048, description="a remote target's server (specviz/models/remote.py); '' = local")
+    tree_nodes: int = Field(0, ge=0, le=MAX_TREE_NODES, description="a dynamic tree's node budget; 0 = a chain")
+    tree_depth: int = Field(4, ge=1, le=MAX_TREE_DEPTH)
+    tree_width: int = Field(2, ge=1, le=MAX_TREE_WIDTH)
+    tree_shape: list[Annotated[int, Field(ge=1, le=MAX_TREE_WIDTH)]] = Field(
+        [], max_length=MAX_TREE_DEPTH, description="a static tree's widths per depth")
 
 
 class ContentionModel(_Strict):
@@ -296,7 +319,7 @@ class TraceModel(_Strict):
 
 
 # each dataclass's name (specviz.record.run_trace, run_config, contention) -> its pydantic model
-MODELS = {"Event": EventModel, "Round": RoundModel, "RunConfig": RunConfigModel, "Contention": ContentionModel,
+MODELS = {"Event": EventModel, "TreeNode": TreeNodeModel, "Round": RoundModel, "RunConfig": RunConfigModel, "Contention": ContentionModel,
           "Trace": TraceModel}
 assert set(SummaryModel.model_fields) == set(SUMMARY_KEYS)
 
@@ -370,6 +393,10 @@ def _checks(m: TraceModel) -> list[tuple[str, str]]:
         if r.accepted > len(r.proposed):
             f = f"rounds[{i}].accepted"
             problems.append((f, ACCEPTED.format(field=f, limit=len(r.proposed), value=show(r.accepted))))
+        for j, node in enumerate(r.tree):
+            if node.parent >= j:
+                f = f"rounds[{i}].tree[{j}].parent"
+                problems.append((f, PARENT.format(field=f, limit=j - 1, value=show(node.parent))))
         for j, e in enumerate(r.events):
             if e.end_ms < e.start_ms:
                 f = f"rounds[{i}].events[{j}].end_ms"
@@ -443,9 +470,13 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     v1 -> v2: Round.q / Round.p (the draft's and target's probability of each proposed
     token) were renamed draft_probs / target_probs.
     v2 -> v3: a contention entry, a job's label, became an object {"label", "cpu_share"}
-    (cpu_share null: a job in this process, not other processes' CPU time)."""
-    if not isinstance(data, dict) or data.get("schema_version") not in (1, 2):
+    (cpu_share null: a job in this process, not other processes' CPU time).
+    v3 -> v4: token trees: a round's ``tree`` and the config's ``tree_*`` settings, added with
+    their defaults (an older run drafted a chain)."""
+    if not isinstance(data, dict) or data.get("schema_version") not in (1, 2, 3):
         return data
+    if data["schema_version"] == 3:
+        return {**data, "schema_version": 4}
     if data["schema_version"] == 1:
         rounds = data.get("rounds")
         if isinstance(rounds, list):
@@ -458,4 +489,4 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(found, list):
         found = [{"label": c, "cpu_share": None} if isinstance(c, str) else c for c in found]
         data = {**data, "contention": found}
-    return {**data, "schema_version": 3}
+    return {**data, "schema_version": 4}

@@ -14,10 +14,14 @@ from specviz.record.limits import (
     DRAFTER_NAMES,
     MAX_GAMMA,
     MAX_NEW_TOKENS,
+    MAX_TREE_DEPTH,
+    MAX_TREE_NODES,
+    MAX_TREE_WIDTH,
     MODES,
     POLICY_NAMES,
     check_quant,
     check_sampling,
+    tree_size,
 )
 from specviz.record.run_config import RunConfig
 
@@ -66,6 +70,37 @@ def check_settings(config: RunConfig) -> None:
     check_quant(config.draft_quant)
     if config.draft_quant != "none" and config.drafter != "model":
         raise BadInput("an int8 draft needs the model drafter (an n-gram lookup has no weights)", "draft_quant")
+    check_tree(config)
+
+
+def check_tree(config: RunConfig) -> None:
+    """Raise BadInput for tree settings outside the engine's bounds (specviz/engine/tree.py)."""
+    if not _whole(config.tree_nodes, 0, MAX_TREE_NODES):
+        raise BadInput(f"tree nodes must be a whole number from 0 (a chain) to {MAX_TREE_NODES}; "
+                       f"got {config.tree_nodes!r}", "tree_nodes")
+    if not _whole(config.tree_depth, 1, MAX_TREE_DEPTH):
+        raise BadInput(f"tree depth must be a whole number from 1 to {MAX_TREE_DEPTH}; got {config.tree_depth!r}",
+                       "tree_depth")
+    if not _whole(config.tree_width, 1, MAX_TREE_WIDTH):
+        raise BadInput(f"tree width must be a whole number from 1 to {MAX_TREE_WIDTH}; got {config.tree_width!r}",
+                       "tree_width")
+    shape = config.tree_shape
+    if not isinstance(shape, (list, tuple)) or any(not _whole(w, 1, MAX_TREE_WIDTH) for w in shape):
+        raise BadInput(f"a tree shape is widths per depth, each from 1 to {MAX_TREE_WIDTH} (e.g. 4,2,2,1); "
+                       f"got {shape!r}", "tree_shape")
+    if len(shape) > MAX_TREE_DEPTH:
+        raise BadInput(f"a tree shape is at most {MAX_TREE_DEPTH} deep; got {len(shape)} widths", "tree_shape")
+    if tree_size(list(shape)) > MAX_TREE_NODES:
+        raise BadInput(f"the tree shape {','.join(map(str, shape))} has {tree_size(list(shape))} nodes, more than "
+                       f"the verify pass takes ({MAX_TREE_NODES}): narrow it", "tree_shape")
+    if not config.is_tree or config.mode != "speculative":
+        return
+    if config.drafter != "model":
+        raise BadInput("a token tree needs the model drafter (an n-gram lookup proposes one continuation)", "drafter")
+    if config.policy != "constant":
+        raise BadInput("a token tree has a fixed shape: use the constant draft-length policy", "policy")
+    if config.draft_vocab:
+        raise BadInput("a token tree drafts with the full head: use draft vocabulary 0", "draft_vocab")
 
 
 def check_remote(config: RunConfig) -> None:
