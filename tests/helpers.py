@@ -110,8 +110,8 @@ def recording_kv():
             rec.instances.append(self)
             rec.peak[id(self)] = 0
 
-        def forward(self, new, keep):
-            out = super().forward(new, keep)
+        def forward(self, new, keep, **tree):
+            out = super().forward(new, keep, **tree)
             rec.peak[id(self)] = max(rec.peak[id(self)], len(self.tokens), self.cache_len)
             return out
 

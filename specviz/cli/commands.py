@@ -109,6 +109,17 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    from specviz.record.limits import MAX_TREE_NODES
+
+    p.add_argument("--tree", type=int, default=0, metavar="N",
+                   help=f"draft a token tree of at most N nodes (1..{MAX_TREE_NODES}) and verify it in one pass, "
+                        "growing it where the draft is most sure (EAGLE-2); 0 = a chain of gamma tokens")
+    p.add_argument("--tree-depth", type=int, default=4, metavar="D", help="the tree's depth (default 4)")
+    p.add_argument("--tree-width", type=int, default=2, metavar="K",
+                   help="children per expanded node, and nodes expanded per depth (default 2)")
+    p.add_argument("--tree-shape", type=_widths, default=[], metavar="W1,W2,..",
+                   help="a static tree instead: every node at depth d-1 gets W_d children, e.g. 4,2,2,1 "
+                        "(1,1,1,1 is a chain of 4)")
 
 
 def _pair_flags(p: argparse.ArgumentParser) -> None:
@@ -175,6 +186,23 @@ def _int_list(text: str) -> list[int]:
     return sorted(out)
 
 
+def _widths(text: str) -> list[int]:
+    """``4,2,2,1``: a tree's widths per depth, each >= 1 (the bounds are checked with the run)."""
+    try:
+        widths = [int(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give widths per depth, e.g. 4,2,2,1") from None
+    if any(w < 1 for w in widths):
+        raise argparse.ArgumentTypeError(f"{text!r}: every width is at least 1, e.g. 4,2,2,1")
+    return widths
+
+
+def _tree(args: argparse.Namespace) -> dict:
+    """The tree settings of the run flags, as RunConfig fields."""
+    return dict(tree_nodes=args.tree, tree_depth=args.tree_depth, tree_width=args.tree_width,
+                tree_shape=list(args.tree_shape))
+
+
 def _cost_curve_parser(sub) -> None:
     """``specviz cost-curve``: the verify-cost curve (specviz.measure.forward_costs), measured once and cached."""
     from specviz.measure.forward_costs import (
@@ -215,6 +243,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         top_k=args.top_k,
         seed=args.seed,
         stop=list(args.stop),
+        **_tree(args),
     )
 
 
@@ -516,6 +545,9 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
     latest: list = []
     bar = None
     try:
+        if args.tree_shape:
+            raise BadInput("sweep varies γ, which is a dynamic tree's depth (--tree N); a static --tree-shape has "
+                           "no depth to vary: run generate or compare with it instead", "tree_shape")
         gammas = S.parse_gammas(args.gammas)
         prompts = S.check_prompts(args.prompt)
         repeats = S.check_repeats(args.repeats)
@@ -524,7 +556,7 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
                          drafter=args.drafter, draft_vocab=args.draft_vocab, draft_quant=args.draft_quant,
                          max_new_tokens=args.max_new_tokens,
                          temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-                         stop=list(args.stop))
+                         stop=list(args.stop), **_tree(args))
         check_settings(base)  # fail on bad settings before a minute of model loading
         if args.target_url is not None:
             check_remote(base)

@@ -39,13 +39,14 @@ from specviz.engine.acceptance import (
 )
 from specviz.engine.detokenize import RunText
 from specviz.engine.drafters import Proposal, make_drafter
+from specviz.engine.tree import DraftTree, TreeDrafter, TreeShape, TreeVerdict, accept_tree, best_line, verify_tree
 from specviz.models import busy
 from specviz.models.kv import Clock, KVModel
 from specviz.models.pair import ModelPair
 from specviz.record import stopping
 from specviz.record.policies import POLICIES
 from specviz.record.run_config import RunConfig
-from specviz.record.run_trace import Event, Round, Trace
+from specviz.record.run_trace import Event, Round, Trace, TreeNode
 from specviz.record.validate import check
 
 TOP_F = 8  # draft candidates recorded per output position (for replays under other schedules)
@@ -195,6 +196,42 @@ def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int
     return draft_view(q, output_ids)
 
 
+def tree_round(target: KVModel, drafter: TreeDrafter, ids: list[int], depth: int, eos: set[int],
+               sampling: Sampling, gen: torch.Generator, clock: Clock):
+    """One tree round (specviz/engine/tree.py): draft the tree, verify it in one pass, walk it,
+    and keep only the accepted path in both caches. Returns the strip's line as a Proposal and
+    a Verdict (so a tree round is recorded as a chain round is), the tree and its verdict,
+    and the target's events (verify, sample, cache compaction)."""
+    tree = drafter.propose(ids, depth, eos)
+    logits, verify_event = verify_tree(target, ids, tree, clock)
+    s0 = clock.now()
+    tv = accept_tree(tree, logits, sampling, gen)
+    events = [verify_event, Event("target", "sample", s0, clock.now(), [tv.token])]
+    r0 = clock.now()
+    target.keep_only(list(range(len(ids))) + [len(ids) + i for i in tv.path])
+    events.append(Event("target", "rollback", r0, clock.now(), []))
+    if (kept := drafter.keep_path(tv.path)) is not None:
+        events.append(kept)
+    line = best_line(tree, tv.path)
+    rows = [0] + [1 + i for i in line]
+    prop = Proposal([tree.tokens[i] for i in line],
+                    torch.stack([tree.rows[tree.parents[i]] for i in line]) if line else None, list(tree.events))
+    verdict = Verdict(len(tv.path), tv.token, logits[rows], None if sampling.greedy else tv.p[rows])
+    return prop, verdict, tree, tv, events
+
+
+def record_tree(rnd: Round, tree: DraftTree, tv: TreeVerdict, text: RunText) -> None:
+    """Every node of the round's tree, for the tree figure: token, parent, q and p under the
+    parent's rows, on the accepted path or not, its text after its own ancestors."""
+    on_path = set(tv.path)
+    for i, tok in enumerate(tree.tokens):
+        parent = tree.parents[i]
+        before = [tree.tokens[a] for a in reversed(tree.ancestors(parent))] if parent >= 0 else []
+        rnd.tree.append(TreeNode(
+            token=tok, parent=parent, q=_sig(tree.q(i)), p=_sig(float(tv.p[parent + 1, tok])),
+            accepted=i in on_path, text=text.pieces([tok], after=before)[0], step=tree.steps[i]))
+
+
 class Decoding:
     """A run in progress. Iterate it for Rounds; ``trace`` grows as they come and is
     summarised when the run ends. ``run()`` drives it to the end and returns the trace.
@@ -242,7 +279,11 @@ class Decoding:
         gen = torch.Generator().manual_seed(cfg.seed)
         clock = Clock(others=not busy.served_here(cfg.target_url))
         target = pair.target_kv()
-        drafter = make_drafter(pair, cfg, sampling, gen, clock) if speculative else None
+        shape = TreeShape.of(cfg) if speculative and cfg.is_tree else None
+        if shape is not None:  # a token tree: the draft model, full head
+            drafter = TreeDrafter(KVModel(pair.draft_model(cfg.draft_quant), pair.device), sampling, gen, clock, shape)
+        else:
+            drafter = make_drafter(pair, cfg, sampling, gen, clock) if speculative else None
         policy = POLICIES[cfg.policy](cfg.gamma)
         text = RunText(pair.tokenizer, trace.prompt_ids)
         ids = list(trace.prompt_ids)
@@ -251,16 +292,22 @@ class Decoding:
         seen: dict[int, tuple[int, list[int]]] = {}  # output position -> (rank, top) from real rows
         while True:
             left = min(cfg.max_new_tokens - len(trace.output_ids), pair.context_length - len(ids))
-            gamma = min(policy.next(last), left - 1) if drafter else 0
-            prop = drafter.propose(ids, gamma, self.eos) if gamma > 0 else Proposal()
-            logits, verify_event = verify(target, ids, prop, clock,
-                                          "verify_forward" if speculative else "target_forward")
-            waits = target.take_waits()  # a remote target: the request's time outside the server's compute
-            s0 = clock.now()
-            verdict = accept(logits, prop, sampling, gen)
-            if target.logprob_rows:  # a remote target's rows are log-probs, -inf where it said nothing
-                verdict.p = logits.exp()
-            sample_event = Event("target", "sample", s0, clock.now(), [verdict.token])
+            gamma = min(shape.max_depth if shape else policy.next(last), left - 1) if drafter else 0
+            tree = None
+            if shape is not None and gamma > 0:
+                prop, verdict, tree, tree_verdict, target_events = tree_round(
+                    target, drafter, ids, gamma, self.eos, sampling, gen, clock)
+                waits = []
+            else:
+                prop = drafter.propose(ids, gamma, self.eos) if gamma > 0 else Proposal()
+                logits, verify_event = verify(target, ids, prop, clock,
+                                              "verify_forward" if speculative else "target_forward")
+                waits = target.take_waits()  # a remote target: the request's time outside the server's compute
+                s0 = clock.now()
+                verdict = accept(logits, prop, sampling, gen)
+                if target.logprob_rows:  # a remote target's rows are log-probs, -inf where it said nothing
+                    verdict.p = logits.exp()
+                target_events = [verify_event, Event("target", "sample", s0, clock.now(), [verdict.token])]
             with clock.off():  # display work: the text of each token, the record, stop strings
                 produced = len(trace.output_ids)
                 emitted, stop = stopping.cut(prop.tokens[: verdict.accepted] + [verdict.token], produced,
@@ -268,6 +315,8 @@ class Decoding:
                                              lambda toks: text.stop_cut(toks, cfg.stop))
                 rnd = record_round(len(trace.rounds), gamma, prop, verdict, emitted, text,
                                    self.inspect and pair.remote is None)  # a server's top-2 rows inspect nothing
+                if tree is not None:
+                    record_tree(rnd, tree, tree_verdict, text)
                 rnd.emitted_text = text.commit(emitted)
                 if views:
                     at = len(trace.output_ids)
@@ -275,7 +324,7 @@ class Decoding:
                         seen[at + i] = view
             ids += emitted
             rollback = self._rollback(target, drafter, ids, clock, rnd.rejected)
-            rnd.events = [*prop.events, *waits, verify_event, sample_event, *rollback]
+            rnd.events = [*prop.events, *waits, *target_events, *rollback]
             clock.check()
             trace.rounds.append(rnd)
             trace.output_ids += emitted

@@ -162,11 +162,14 @@ def schedule(prompts: Sequence[str], gammas: Sequence[int], repeats: int) -> lis
 
 
 def run_config(base: RunConfig | None, prompt: str, gamma: int, max_new_tokens: int) -> RunConfig:
-    """The config of one cell: ``base`` (or greedy defaults) with this prompt, γ and budget."""
+    """The config of one cell: ``base`` (or greedy defaults) with this prompt, γ and budget. A
+    dynamic token tree sweeps its depth: γ is the tree's depth (a static shape is refused by
+    ``check_tree_sweep``)."""
     base = base if base is not None else RunConfig()
     mode = "autoregressive" if gamma == AR else "speculative"
+    depth = gamma if base.tree_nodes and gamma != AR else base.tree_depth
     return dataclasses.replace(base, mode=mode, prompt=prompt, gamma=gamma or max(1, base.gamma),
-                               max_new_tokens=max_new_tokens, stop=list(base.stop))
+                               max_new_tokens=max_new_tokens, stop=list(base.stop), tree_depth=depth)
 
 
 def cell_key(pair: ModelPair, config: RunConfig, repeat: int) -> tuple:

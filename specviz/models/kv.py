@@ -69,31 +69,52 @@ class KVModel:
             del self.tokens[length:]
         return max(drop, 0)
 
-    def forward(self, new: list[int], keep: int) -> torch.Tensor:
+    def forward(self, new: list[int], keep: int, allow: torch.Tensor | None = None,
+                positions: list[int] | None = None) -> torch.Tensor:
         """Append ``new`` to the cache; return float32 logits [keep, V] of the last positions
         (V = the head's size: the whole vocabulary, or the kept ids of a cut head).
 
-        keep >= 1: transformers reads logits_to_keep=0 as "all positions"."""
+        keep >= 1: transformers reads logits_to_keep=0 as "all positions". A token tree
+        passes ``allow`` [len(new), cache + len(new)] (which cached and new positions each
+        new token may attend to: its prefix and its ancestors) and ``positions`` (each new
+        token's position id: prefix length + depth); transformers takes a 4D mask as is."""
         if keep < 1:
             raise ValueError("keep must be >= 1")
         ids = torch.tensor([new], dtype=torch.long, device=self.device)
+        kw = {}
+        if allow is not None:
+            dtype = self.model.dtype if self.model.dtype.is_floating_point else torch.float32
+            blocked = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=self.device)
+            kw["attention_mask"] = torch.where(allow.to(self.device), torch.zeros((), dtype=dtype, device=self.device),
+                                               blocked)[None, None]
+            kw["position_ids"] = torch.tensor([positions], dtype=torch.long, device=self.device)
         with torch.inference_mode():
             if self.head is None:
-                out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+                out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep, **kw)
                 logits = out.logits[0, -keep:]
             else:
-                hidden = self.model.base_model(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state
+                hidden = self.model.base_model(input_ids=ids, cache=self.cache, use_cache=True, **kw).last_hidden_state
                 logits = self.head.logits(hidden[0, -keep:])
         self.tokens.extend(new)
         return logits.float()
 
-    def timed_forward(self, new: list[int], keep: int, clock: "Clock") -> tuple[torch.Tensor, float, float]:
+    def timed_forward(self, new: list[int], keep: int, clock: "Clock", **tree) -> tuple[torch.Tensor, float, float]:
         """forward(), synchronised, with its start and end on ``clock`` (ms)."""
         start = clock.now()
-        logits = self.forward(new, keep).cpu()
+        logits = self.forward(new, keep, **tree).cpu()
         synchronize(self.device)
         return logits, start, clock.now()
 
+    def keep_only(self, positions: list[int]) -> None:
+        """Keep only these cached positions, in this order (a token tree's accepted path after
+        its prefix): the KV rows are gathered, nothing is recomputed. A kept row's rotary
+        position is the one it was computed at, so the kept positions must be the sequence
+        they now form (prefix, then the path at prefix length + depth)."""
+        index = torch.tensor(positions, dtype=torch.long, device=self.device)
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(-2, index)
+            layer.values = layer.values.index_select(-2, index)
+        self.tokens = [self.tokens[i] for i in positions]
 
     def take_waits(self) -> list:
         """Spans of a forward spent outside the model (a remote target's network): none here."""

@@ -107,6 +107,9 @@ def check_remote(config: RunConfig) -> None:
     """What a remote target (specviz/models/remote.py) allows: greedy runs of the model drafter's kind.
     A server returns top-k log-probabilities, not the whole distribution p that
     speculative sampling needs."""
+    if config.is_tree and config.mode == "speculative":
+        raise BadInput("a remote target verifies a chain only: a server takes no tree attention mask; "
+                       "use tree nodes 0", "tree_nodes")
     if config.temperature != 0:
         raise BadInput("a remote target is greedy only: a server returns its top log-probabilities, not the whole "
                        "distribution that speculative sampling needs; use temperature 0", "temperature")
