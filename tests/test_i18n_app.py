@@ -206,7 +206,8 @@ def test_the_engines_refusals_have_templates(tiny_pair):
     from specviz.ui.state import BAD_INPUT_TEMPLATES
 
     refusals = [_refusal(prompt="  "), _refusal(gamma=0), _refusal(max_new_tokens=0), _refusal(seed=-1),
-                _refusal(temperature=-1.0), _refusal(temperature=101.0), _refusal(top_p=0.0)]
+                _refusal(temperature=-1.0), _refusal(temperature=101.0), _refusal(top_p=0.0),
+                _refusal(tree_nodes=16, tree_depth=20), _refusal(tree_nodes=16, draft_vocab=8)]
     for cfg in (RunConfig(prompt="x " * (tiny_pair.context_length + 8)),
                 RunConfig(prompt="hi", draft_vocab=tiny_pair.draft_vocab_size)):
         with pytest.raises(BadInput) as exc:

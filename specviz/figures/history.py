@@ -27,7 +27,7 @@ from specviz.record.contention import describe
 from specviz.record.i18n import N_, Translator
 from specviz.record.run_trace import Trace
 
-CONFIG_COLUMNS = ("run", "pair", "dtype", "example", "prompt", "draft", "gamma", "temperature", "top_p",
+CONFIG_COLUMNS = ("run", "pair", "dtype", "example", "prompt", "draft", "gamma", "tree", "temperature", "top_p",
                   "max new tokens", "seed")
 HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS), "identical", "baseline",
                    "contention", "fair race")
@@ -43,6 +43,14 @@ def draft_label(cfg) -> str:
     n = cfg.draft_vocab
     head = "full" if not n else (f"{n // 1024}k" if n % 1024 == 0 else str(n))
     return head if cfg.draft_quant == "none" else f"{head} · {cfg.draft_quant}"
+
+
+def tree_label(cfg) -> str:
+    """A run's token tree as the history shows it: "" for a chain, "16×3" for a dynamic tree of
+    16 nodes and width 3 (its depth is γ), "4,2,2,1" for a static shape."""
+    if cfg.mode != "speculative" or not cfg.is_tree:
+        return ""
+    return ",".join(map(str, cfg.tree_shape)) if cfg.tree_shape else f"{cfg.tree_nodes}×{cfg.tree_width}"
 
 
 def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | None = None,
@@ -65,7 +73,8 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
         "example": example,
         "prompt": cfg.prompt,
         "draft": "" if cfg.mode != "speculative" else draft_label(cfg),
-        "gamma": cfg.gamma,
+        "gamma": cfg.gamma if not cfg.tree_shape else len(cfg.tree_shape),
+        "tree": tree_label(cfg),
         "temperature": cfg.temperature,
         "top_p": cfg.top_p,
         "max new tokens": cfg.max_new_tokens,
@@ -116,17 +125,19 @@ def _metric_column(key: str, width: int, bar: bool = False) -> Column:
 
 TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
     Column("run", "#", 40, N_("Run number")),
-    Column("example", N_("Example"), 88, N_("The example prompt, or custom")),
+    Column("example", N_("Example"), 76, N_("The example prompt, or custom")),
     Column("draft", N_("Draft"), 70, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
                                         "weights (int8 when quantized)")),
-    Column("gamma", "γ", 40, N_("Draft length")),
+    Column("gamma", "γ", 40, N_("Draft length (a tree's depth)")),
+    Column("tree", N_("Tree"), 58, N_("A token tree's node budget × width (or its widths per depth); empty for a "
+                                      "chain")),
     Column("temperature", N_("Temp"), 52, N_("Sampling temperature (0 = greedy)")),
     _metric_column("tokens_per_second", 88),
     _metric_column("acceptance_rate", 96, bar=True),
-    _metric_column("mean_acceptance_length", 106),
-    _metric_column("speedup", 80),
-    Column("identical", N_("Identical"), 76, N_("Identical to the target-alone output")),
-    Column("baseline", N_("Baseline"), 122, N_("The target-alone run: measured for this run, or reused from an "
+    _metric_column("mean_acceptance_length", 100),
+    _metric_column("speedup", 72),
+    Column("identical", N_("Identical"), 70, N_("Identical to the target-alone output")),
+    Column("baseline", N_("Baseline"), 96, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),
 )
 _METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}

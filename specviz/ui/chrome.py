@@ -71,8 +71,12 @@ DEFAULTS = {
     "reuse_baseline": False,
     "draft_vocab": 0,
     "draft_int8": False,
+    "draft_shape": "chain",  # or "tree": tree_nodes nodes, tree_width wide, γ deep
+    "tree_nodes": 16,
+    "tree_width": 3,
     "speed": "Normal",
 }
+DRAFT_SHAPES = {"chain": N_("Chain"), "tree": N_("Tree")}
 
 
 def calling_page(filename: str) -> str:

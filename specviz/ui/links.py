@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 
 from specviz.record.errors import BadInput
 from specviz.record.i18n import N_
-from specviz.record.limits import MAX_GAMMA, MAX_NEW_TOKENS, check_quant
+from specviz.record.limits import MAX_GAMMA, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_WIDTH, check_quant
 from specviz.record.run_config import RunConfig
 from specviz.record.validate import check_settings
 from specviz.ui.markdown import code_span  # noqa: F401  (links.code_span: the settings' messages use it)
@@ -34,7 +34,7 @@ from specviz.ui.markdown import code_span  # noqa: F401  (links.code_span: the s
 # The parameters, in the order a link lists them; each is the session-state key of its
 # widget, except ``example``, which names an example prompt and sets ``prompt``.
 PARAMS = ("example", "prompt", "gamma", "temperature", "top_p", "max_new_tokens", "seed", "draft_vocab",
-          "draft_int8")
+          "draft_int8", "draft_shape", "tree_nodes", "tree_width")
 SETTINGS = tuple(p for p in PARAMS if p != "example")  # what parse_query returns
 # Parameters the Live page does not read but must leave alone: the language, Streamlit's own.
 OTHER_PARAMS = frozenset({"lang", "embed", "embed_options"})
@@ -152,6 +152,14 @@ def _example(text: str, limits: Limits) -> str:
     raise _Refused(NOT_ONE_OF.format(choices=", ".join(example_slug(n) for n in limits.examples)))
 
 
+def _shape(text: str, _limits: Limits | None = None) -> str:
+    """``chain`` or ``tree``."""
+    word = text.strip().lower()
+    if word not in ("chain", "tree"):
+        raise _Refused(NOT_ONE_OF.format(choices="chain, tree"))
+    return word
+
+
 Check = Callable[[Any, Limits], str | None]  # a value's reason to be refused, or None
 
 
@@ -211,6 +219,9 @@ _FIELDS: dict[str, tuple[Callable[[str, Limits], Any], tuple[Check, ...]]] = {
     "top_p": (_number, (_engine_on("top_p"), _range(lambda lim: lim.top_p, _fmt))),
     "draft_vocab": (_whole, (_draft_head,)),
     "draft_int8": (_switch, (_int8_here,)),
+    "draft_shape": (_shape, ()),
+    "tree_nodes": (_whole, (_range(lambda lim: (2, MAX_TREE_NODES)),)),
+    "tree_width": (_whole, (_range(lambda lim: (1, MAX_TREE_WIDTH)),)),
     "prompt": (_text, (_prompt_length, _engine_on("prompt"))),
     "example": (_example, ()),
 }

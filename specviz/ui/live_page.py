@@ -12,10 +12,10 @@ import streamlit as st
 
 from specviz.models.pair import ModelPair
 from specviz.record.i18n import Translator
-from specviz.record.limits import MAX_GAMMA
+from specviz.record.limits import MAX_GAMMA, MAX_TREE_NODES, MAX_TREE_WIDTH
 from specviz.record.run_config import RunConfig
 from specviz.ui import links
-from specviz.ui.chrome import EXAMPLES, SHORTCUTS, SPEEDS
+from specviz.ui.chrome import DRAFT_SHAPES, EXAMPLES, SHORTCUTS, SPEEDS
 from specviz.ui.lang import _
 from specviz.ui.server_mode import ServerSettings
 from specviz.ui.state import (
@@ -31,7 +31,7 @@ from specviz.ui.state import (
 
 # The input errors' slots, in the order the page fills them: under the prompt, the draft head,
 # γ, the max new tokens, the sampling settings, and one for the rest.
-ERROR_SLOTS = ("prompt", "draft_vocab", "gamma", "max_new_tokens", "sampling", "general")
+ERROR_SLOTS = ("prompt", "draft_vocab", "tree", "gamma", "max_new_tokens", "sampling", "general")
 
 Slots = dict[str, "st.delta_generator.DeltaGenerator"]
 
@@ -74,6 +74,8 @@ def sidebar(pair: ModelPair, server: ServerSettings, tr: Translator) -> Slots:
         else:
             st.session_state["draft_int8"] = False
         slots["draft_vocab"] = st.empty()
+        draft_shape(tr)
+        slots["tree"] = st.empty()
         with st.expander(_("Sampling and length"), icon=":material/tune:"):
             remote = pair.remote is not None
             if remote and st.session_state.get("temperature"):
@@ -96,15 +98,36 @@ def sidebar(pair: ModelPair, server: ServerSettings, tr: Translator) -> Slots:
     return slots
 
 
+def draft_shape(tr: Translator) -> None:
+    """Chain or tree: a tree's node budget and width (its depth is γ, in the toolbar)."""
+    if st.session_state.get("draft_shape") not in DRAFT_SHAPES:
+        st.session_state["draft_shape"] = "chain"
+    st.segmented_control(_("Draft shape"), list(DRAFT_SHAPES), key="draft_shape", required=True,
+                         persist_state="session", format_func=lambda k: tr(DRAFT_SHAPES[k]),
+                         help=_("A chain drafts one guess per position. A tree also drafts the second and third "
+                                "guesses where the draft is unsure, and the target checks every branch in the same "
+                                "one pass: its spare width. The output stays exactly the target's own."))
+    if st.session_state["draft_shape"] == "tree":
+        st.slider(_("Tree nodes"), 2, MAX_TREE_NODES, key="tree_nodes", persist_state="session",
+                  help=_("The node budget: how many drafted tokens the one verify pass reads. The draft grows the "
+                         "tree where its cumulative probability is highest (EAGLE-2)."))
+        st.slider(_("Tree width"), 1, MAX_TREE_WIDTH, key="tree_width", persist_state="session",
+                  help=_("Children per expanded node, and nodes expanded per depth. γ sets the depth."))
+
+
 def toolbar(busy: bool) -> Slots:
     """A share link's unusable values, then γ and the Run, Step, Autoplay and Stop buttons (Stop
     only while a run plays); the error slots under them."""
     link_problems()  # a share link's values that could not be used, and what the page uses instead
     bar = st.columns([2.3, 1, 1, 1.15, 1], vertical_alignment="bottom")
     with bar[0]:
-        st.slider(_("γ · draft length"), 1, MAX_GAMMA, key="gamma", format="γ = %d", persist_state="session",
-                  help=_("γ is the number of tokens the draft proposes per round; the target checks them all "
-                         "in one pass."))
+        tree = st.session_state.get("draft_shape") == "tree"
+        st.slider(_("γ · tree depth") if tree else _("γ · draft length"), 1, MAX_GAMMA, key="gamma",
+                  format="γ = %d", persist_state="session",
+                  help=_("γ is the depth of the tree: the draft passes per round; the target checks every node in "
+                         "one pass.") if tree else
+                  _("γ is the number of tokens the draft proposes per round; the target checks them all "
+                    "in one pass."))
     bar[1].button(_("Run"), key="run", type="primary", icon=":material/play_arrow:", width="stretch",
                   shortcut=SHORTCUTS["run"], on_click=set_cmd, args=("run",),
                   help=_("A fresh run at full speed; the page updates as rounds complete."))

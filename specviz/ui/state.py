@@ -284,7 +284,17 @@ def read_config() -> RunConfig:
         draft_vocab=ss.get("draft_vocab", 0),
         draft_quant="int8" if ss.get("draft_int8") else "none",
         chat=True,
+        **tree_settings(ss),
     )
+
+
+def tree_settings(ss) -> dict:
+    """The RunConfig tree fields of the Live page's draft shape: a chain, or a dynamic tree
+    of tree_nodes nodes and tree_width, γ deep."""
+    if ss.get("draft_shape") != "tree":
+        return {}
+    return dict(tree_nodes=ss.get("tree_nodes", DEFAULTS["tree_nodes"]), tree_depth=ss.get("gamma", DEFAULTS["gamma"]),
+                tree_width=ss.get("tree_width", DEFAULTS["tree_width"]))
 
 
 def signature(cfg: RunConfig) -> tuple:
@@ -300,6 +310,10 @@ def field_of(exc: BadInput) -> str:
     sampling, general."""
     if exc.field in ("prompt", "gamma", "max_new_tokens", "draft_vocab"):
         return exc.field
+    if exc.field == "tree_depth":
+        return "gamma"  # a tree's depth is γ
+    if exc.field in ("tree_nodes", "tree_width", "tree_shape"):
+        return "tree"
     if exc.field == "draft_quant":
         return "draft_vocab"  # one slot under the draft's two settings
     return "sampling" if exc.field in SAMPLING_FIELDS else "general"
@@ -327,6 +341,8 @@ BAD_INPUT_TEMPLATES = (
        "this device"),
     N_("no token frequency ranking ships for this pair's tokenizer, so its draft head cannot be cut: use draft "
        "vocabulary 0, or build a ranking with tools/build_token_ranks.py (docs/token-ranks.md)"),
+    N_("tree depth must be a whole number from 1 to {most}; got {value}"),
+    N_("a token tree drafts with the full head: use draft vocabulary 0"),
     *server_mode.TEMPLATES,  # server mode's caps (its prompt limit; the token cap says the engine's words)
 )
 LINK_REASONS = (*links.TEMPLATES, *BAD_INPUT_TEMPLATES)  # why a link's value was refused
