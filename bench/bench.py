@@ -28,6 +28,15 @@ prompt are interleaved: for each repeat, for each gamma, every head and HF run i
   python bench/bench.py --draft-heads 0 8192 16384 32768 65536 --prompts code
   python bench/bench.py --draft-heads 0 32768 --draft-quants none int8   # each head bf16 and int8 (specviz/models/int8.py)
 
+With ``--trees`` it prints the token-tree table (specviz/engine/tree.py): for each prompt and
+draft variant, every chain (``--gammas``) and every tree (``--tree-settings``, NODES:DEPTH:WIDTH
+for a dynamic tree or W1,W2,.. for a static shape) interleaved, then chain against tree at
+each side's best setting: tokens per round, verify and draft ms per round, tok/s, speedup
+over the target alone and over HF assisted generation at its best γ. The harder prompts
+(``code-hard``, ``code-class``) are where the draft is unsure and a tree's second guesses pay.
+
+  python bench/bench.py --trees --prompts code code-hard json prose --draft-quants none int8
+
 Our runs skip what only the app's p/q inspector reads (``inspect=False``: top-10 rows,
 draft ranks), since HF records nothing of the kind; ``--inspect`` puts it back.
 """
@@ -51,7 +60,13 @@ PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, with a docstring.",
     "json": "Return a JSON object describing a book with keys title, author, year and tags.",
     "prose": "Explain in three sentences why the sky is blue.",
+    # harder code: the draft is unsure more often (names, structure choices), where trees pay
+    "code-hard": "Write a Python class LRUCache with get and put methods backed by a dict and a doubly linked "
+                 "list, with type hints and no imports.",
+    "code-class": "Implement a thread-safe token bucket rate limiter in Python, with a short example of its use.",
 }
+DEFAULT_PROMPTS = ["code", "json", "prose"]
+TREE_SETTINGS = ["16:5:3", "12:6:2", "24:6:4"]
 
 
 def hf_generate(pair, ids: list[int], max_new: int, gamma: int | None) -> tuple[float, int]:
@@ -81,10 +96,12 @@ def hf_generate(pair, ids: list[int], max_new: int, gamma: int | None) -> tuple[
 INSPECT = False  # --inspect: also record what only the p/q inspector reads
 
 
-def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 0, draft_quant: str = "none"):
-    """Seconds (wall clock around the whole call, as for HF) and the trace of one greedy run."""
+def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 0, draft_quant: str = "none",
+         tree: dict | None = None):
+    """Seconds (wall clock around the whole call, as for HF) and the trace of one greedy run
+    (``tree``: RunConfig's tree fields)."""
     config = RunConfig(prompt=prompt, max_new_tokens=max_new, gamma=gamma or 1, draft_vocab=draft_vocab,
-                       draft_quant=draft_quant)
+                       draft_quant=draft_quant, **(tree or {}))
     t0 = time.perf_counter()
     trace = (speculative if gamma else autoregressive)(pair, config, inspect=INSPECT).run()
     return time.perf_counter() - t0, trace
@@ -96,13 +113,18 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--gammas", type=int, nargs="+", default=list(range(1, 9)))
-    ap.add_argument("--prompts", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    ap.add_argument("--prompts", nargs="+", default=DEFAULT_PROMPTS, choices=list(PROMPTS))
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--draft-heads", type=int, nargs="+", metavar="N",
                     help="print the draft-head table for these heads (0 = full vocabulary)")
     ap.add_argument("--draft-quants", nargs="+", default=["none"], choices=list(QUANTS),
                     help="with --draft-heads: each head with the draft as loaded and/or int8")
+    ap.add_argument("--trees", action="store_true", help="print the chain-against-tree table")
+    ap.add_argument("--tree-settings", nargs="+", default=TREE_SETTINGS, metavar="N:D:K|W1,W2,..",
+                    help="with --trees: dynamic trees (nodes:depth:width) and static shapes (widths per depth)")
+    ap.add_argument("--hf-gammas", type=int, nargs="+", default=[4, 6],
+                    help="with --trees: HF assisted generation at these γ (its best is the reference)")
     ap.add_argument("--inspect", action="store_true",
                     help="also record the inspector's top-10 rows and draft ranks (the app does); "
                          "off by default, as HF records nothing of the kind")
@@ -111,6 +133,8 @@ def main() -> None:
     INSPECT = args.inspect
     if args.draft_heads:
         return draft_heads(args)
+    if args.trees:
+        return trees(args)
 
     pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, "
@@ -240,6 +264,93 @@ def draft_heads(args) -> None:
                   f"{med[best] / base:7.2f} {med[best] / hf_med[hf_best]:6.2f} | {'yes' if same[d] else 'NO'}",
                   flush=True)
         print()
+
+
+def tree_fields(setting: str) -> dict:
+    """``16:5:3`` -> a dynamic tree of 16 nodes, depth 5, width 3; ``4,2,2,1`` -> a static shape."""
+    if ":" in setting:
+        n, d, k = (int(x) for x in setting.split(":"))
+        return dict(tree_nodes=n, tree_depth=d, tree_width=k)
+    return dict(tree_shape=[int(x) for x in setting.split(",")])
+
+
+def _per_round(tr, kinds: tuple[str, ...], lane: str) -> float:
+    """Median ms per round of a lane's forward passes of these kinds (rounds that drafted)."""
+    per = [sum(e.duration_ms for e in r.events if e.lane == lane and e.kind in kinds) for r in tr.rounds if r.gamma]
+    return _med(per)
+
+
+def trees(args) -> None:
+    """Chains against trees, each draft variant, every setting interleaved in each repeat."""
+    pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    n = args.max_new_tokens
+    for q in args.draft_quants:
+        pair.draft_model(q)
+    settings = [(f"chain γ={g}", g, None) for g in args.gammas]
+    settings += [(f"tree {s}", 1, tree_fields(s)) for s in args.tree_settings]
+    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {n} new tokens, median of {args.repeats}, interleaved\n")
+    summary = []
+    for name in args.prompts:
+        prompt = PROMPTS[name]
+        ids = encode_prompt(pair.tokenizer, prompt, chat=True)
+        ours(pair, prompt, 8, 2), hf_generate(pair, ids, 8, 2)
+        for q in args.draft_quants:
+            ours(pair, prompt, 8, 2, draft_quant=q, tree=tree_fields("6:2:2"))
+        cells = {(q, label): [] for q in args.draft_quants for label, _, _ in settings}
+        ar, hf = [], {g: [] for g in args.hf_gammas}
+        ar_ids, same = None, {}
+        for rep in range(args.repeats):
+            s, tr = ours(pair, prompt, n, None)
+            ar.append(len(tr.output_ids) / s)
+            ar_ids = tr.output_ids
+            order = [(q, st) for q in args.draft_quants for st in settings] + [("hf", g) for g in args.hf_gammas]
+            for who, what in (order if rep % 2 == 0 else order[::-1]):
+                if who == "hf":
+                    s, k = hf_generate(pair, ids, n, what)
+                    hf[what].append(k / s)
+                    continue
+                label, gamma, tree = what
+                s, tr = ours(pair, prompt, n, gamma, draft_quant=who, tree=tree)
+                cells[(who, label)].append((len(tr.output_ids) / s, tr))
+                same[(who, label)] = same.get((who, label), True) and tr.output_ids == ar_ids
+        base = _med(ar)
+        hf_med = {g: _med(v) for g, v in hf.items()}
+        hf_best = max(hf_med, key=hf_med.get)
+        print(f"{name}: target alone {base:.2f} tok/s; HF assisted best γ {hf_best}: {hf_med[hf_best]:.2f} tok/s "
+              f"(×{hf_med[hf_best] / base:.2f})")
+        header = (f"{'draft':<5} {'decoder':<16} {'tok/round':>9} {'verify ms':>9} {'draft ms':>8} {'tok/s':>6} "
+                  f"{'×alone':>6} {'×HF':>5} | same")
+        print(header)
+        print("-" * len(header))
+        for q in args.draft_quants:
+            best = {}
+            for label, _, tree in settings:
+                runs = cells[(q, label)]
+                tps = _med([r[0] for r in runs])
+                tr = runs[0][1]
+                row = (tps, _med([r[1].summary["mean_acceptance_length"] for r in runs]),
+                       _med([_per_round(r[1], ("verify_forward",), "target") for r in runs]),
+                       _med([_per_round(r[1], ("draft_forward",), "draft") for r in runs]))
+                kind = "tree" if tree else "chain"
+                if kind not in best or tps > best[kind][1][0]:
+                    best[kind] = (label, row)
+                print(f"{q:<5} {label:<16} {row[1]:9.2f} {row[2]:9.0f} {row[3]:8.0f} {tps:6.2f} {tps / base:6.2f} "
+                      f"{tps / hf_med[hf_best]:5.2f} | {'yes' if same[(q, label)] else 'NO'}", flush=True)
+            chain, tree = best["chain"], best.get("tree")
+            if tree is not None:
+                ratio = tree[1][0] / chain[1][0]
+                print(f"{q:<5} best chain {chain[0]} {chain[1][0]:.2f} tok/s, best tree {tree[0]} {tree[1][0]:.2f} "
+                      f"tok/s: tree/chain ×{ratio:.2f}")
+                summary.append((name, q, ratio, tree[1][0] / base, max(chain[1][0], tree[1][0]) / hf_med[hf_best]))
+        print()
+    print(f"{'prompt':<11} {'draft':<5} {'tree/chain':>10} {'tree ×alone':>11} {'best ×HF':>8}")
+    for name, q, ratio, alone, vs_hf in summary:
+        print(f"{name:<11} {q:<5} {ratio:10.2f} {alone:11.2f} {vs_hf:8.2f}")
+    for q in args.draft_quants:
+        ratios = [r[2] for r in summary if r[1] == q]
+        if ratios:
+            print(f"median tree/chain over the prompts, {q} draft: ×{statistics.median(ratios):.2f}")
 
 
 if __name__ == "__main__":
