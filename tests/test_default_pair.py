@@ -59,3 +59,21 @@ def test_warm_start_loads_from_cache_without_converting(default_bf16_folders):
     assert 151645 in pair.eos_ids
     del pair
     gc.collect()
+
+
+@pytest.mark.slow
+def test_greedy_tree_fp32_is_the_targets_own_output(default_bf16_folders):
+    """A token tree on the real pair (fp32, the bf16 weights cast): the target's own greedy
+    output token for token (the chain's is checked by the compare test above)."""
+    from specviz import RunConfig, autoregressive, speculative
+
+    draft, target = default_bf16_folders
+    pair = load_pair(draft=str(draft), target=str(target), device="cpu", dtype="float32")
+    ar = autoregressive(pair, RunConfig(prompt=CODE_PROMPT, max_new_tokens=24), inspect=False).run()
+    tree = speculative(pair, RunConfig(prompt=CODE_PROMPT, max_new_tokens=24, tree_nodes=12, tree_depth=4,
+                                       tree_width=3), inspect=False).run()
+    assert tree.output_ids == ar.output_ids
+    assert all(0 < len(r.tree) <= 12 for r in tree.rounds if r.gamma)
+    assert tree.summary["mean_acceptance_length"] > 2
+    del pair
+    gc.collect()
