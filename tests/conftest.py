@@ -32,16 +32,61 @@ from helpers import (  # noqa: E402
 from specviz import load_pair  # noqa: E402
 
 
+# The modules that run in the serial phase (tests/run.sh), alone on the machine, after the parallel one:
+# the ones that time runs against the clock or measure the machine's load (the busy meter, contention
+# marks, forward-pass costs, the race's speeds, the real overlap's threads pinned to cores). Every
+# ``browser`` test and every test marked ``serial`` runs there too. Everything else, a new test
+# module included, runs in the parallel phase: parallel-safe by default.
+SERIAL_MODULES = frozenset({
+    "test_busy.py", "test_clock.py", "test_costs.py", "test_overlap.py", "test_race.py",
+})
+
+
+def is_serial(item) -> bool:
+    """Whether a test runs in the serial phase (above)."""
+    return (item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
+            or item.get_closest_marker("browser") is not None)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--phase", choices=("all", "parallel", "serial"), default="all",
+        help="specviz: run only the parallel-safe tests, or only the serial ones (tests/run.sh runs the "
+             "parallel phase under pytest-xdist, then the serial one); default: all, in one process")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(session, config, items):
-    """The browser tests last, together (a stable sort: the order within is kept), so the
-    session's Chromium and app server (below) live only while they run, and never beside
-    the tests that time runs or measure the machine's load. And the ``slow`` mark (the quick
-    loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    """The phase's tests only (``--phase``). The real default pair's tests (the vLLM ones
+    included) first and in one xdist group, so under pytest-xdist one worker runs them one
+    after another (one real pair in memory at a time, the vLLM server's start beside the
+    other worker's tests) while the other worker takes the rest; the browser tests last,
+    together (a stable sort: the order within is kept), so the session's Chromium and app
+    server (below) live only while they run, and never beside the tests that time runs or
+    measure the machine's load. And the ``slow`` mark (the quick loop is ``pytest -m "not
+    slow"``) on every test of a kind that is always slow."""
+    phase = config.getoption("--phase")
+    if phase != "all":
+        keep = [item for item in items if is_serial(item) == (phase == "serial")]
+        dropped = [item for item in items if is_serial(item) != (phase == "serial")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+    items.sort(key=lambda item: (item.get_closest_marker("default_pair") is None,
+                                 item.get_closest_marker("browser") is not None))
     # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
     for item in items:
         if any(item.get_closest_marker(name) for name in ("browser", "default_pair", "vllm")):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("default_pair"):
+            item.add_marker(pytest.mark.xdist_group("default_pair"))
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (tests/run.sh's parallel phase, two workers on two cores): one torch
+    thread per worker, so the workers' threads never outnumber the cores."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
