@@ -191,6 +191,19 @@ def default_bf16_folders():
 # --- a real vLLM server, the remote target ---------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """In the server's process before it starts: SIGTERM when the test process that started it
+    dies (a pytest-xdist worker killed, a CI timeout), so no 10 GB server is left behind when
+    the fixture's teardown never runs. Linux only; elsewhere nothing."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 @pytest.fixture(scope="module")
 def vllm_server(request, tmp_path_factory):
     """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
@@ -215,7 +228,8 @@ def vllm_server(request, tmp_path_factory):
     cmd = vllm_local.serve_command(port, target, "float32") + [
         "--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 4})]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent)
     try:
         try:
             took = vllm_local.wait_ready(url, proc, timeout_s=900)
