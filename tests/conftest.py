@@ -2,6 +2,7 @@
 KV-cached models a run creates, the app on the tiny pair only, a fresh model cache, one
 Chromium and one app server for the browser tests, one vLLM server for the remote-target
 tests. Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
+And which phase of tests/run.sh each test runs in: SERIAL_MODULES and ``--phase`` below.
 
 Nothing here may reach a model hub: HF_HUB_OFFLINE is set before anything imports
 huggingface_hub.
