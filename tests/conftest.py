@@ -83,28 +83,11 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.xdist_group("default_pair"))
 
 
-_THREADS = torch.get_num_threads()  # torch's own default: one per core
-
-
 def pytest_configure(config):
     """Under pytest-xdist (tests/run.sh's parallel phase, two workers on two cores): one torch
     thread per worker, so the workers' threads never outnumber the cores."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
-
-
-@pytest.fixture(autouse=True)
-def _default_pair_threads(request):
-    """Under pytest-xdist, the real default pair's tests keep torch's default thread count: they
-    are the parallel phase's longest chain (one worker, one after another), and the other
-    worker runs out of tests before they end."""
-    if not (os.environ.get("PYTEST_XDIST_WORKER") and request.node.get_closest_marker("default_pair")):
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(_THREADS)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
