@@ -2,6 +2,7 @@
 KV-cached models a run creates, the app on the tiny pair only, a fresh model cache, one
 Chromium and one app server for the browser tests, one vLLM server for the remote-target
 tests. Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
+And which phase of tests/run.sh each test runs in: SERIAL_MODULES and ``--phase`` below.
 
 Nothing here may reach a model hub: HF_HUB_OFFLINE is set before anything imports
 huggingface_hub.
@@ -32,16 +33,61 @@ from helpers import (  # noqa: E402
 from specviz import load_pair  # noqa: E402
 
 
+# The modules that run in the serial phase (tests/run.sh), alone on the machine, after the parallel one:
+# the ones that time runs against the clock or measure the machine's load (the busy meter, contention
+# marks, forward-pass costs, the race's speeds, the real overlap's threads pinned to cores). Every
+# ``browser`` test and every test marked ``serial`` runs there too. Everything else, a new test
+# module included, runs in the parallel phase: parallel-safe by default.
+SERIAL_MODULES = frozenset({
+    "test_busy.py", "test_clock.py", "test_costs.py", "test_overlap.py", "test_race.py",
+})
+
+
+def is_serial(item) -> bool:
+    """Whether a test runs in the serial phase (above)."""
+    return (item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
+            or item.get_closest_marker("browser") is not None)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--phase", choices=("all", "parallel", "serial"), default="all",
+        help="specviz: run only the parallel-safe tests, or only the serial ones (tests/run.sh runs the "
+             "parallel phase under pytest-xdist, then the serial one); default: all, in one process")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(session, config, items):
-    """The browser tests last, together (a stable sort: the order within is kept), so the
-    session's Chromium and app server (below) live only while they run, and never beside
-    the tests that time runs or measure the machine's load. And the ``slow`` mark (the quick
-    loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    """The phase's tests only (``--phase``). The real default pair's tests (the vLLM ones
+    included) first and in one xdist group, so under pytest-xdist one worker runs them one
+    after another (one real pair in memory at a time, the vLLM server's start beside the
+    other worker's tests) while the other worker takes the rest; the browser tests last,
+    together (a stable sort: the order within is kept), so the session's Chromium and app
+    server (below) live only while they run, and never beside the tests that time runs or
+    measure the machine's load. And the ``slow`` mark (the quick loop is ``pytest -m "not
+    slow"``) on every test of a kind that is always slow."""
+    phase = config.getoption("--phase")
+    if phase != "all":
+        keep = [item for item in items if is_serial(item) == (phase == "serial")]
+        dropped = [item for item in items if is_serial(item) != (phase == "serial")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+    items.sort(key=lambda item: (item.get_closest_marker("default_pair") is None,
+                                 item.get_closest_marker("browser") is not None))
     # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
     for item in items:
         if any(item.get_closest_marker(name) for name in ("browser", "default_pair", "vllm")):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("default_pair"):
+            item.add_marker(pytest.mark.xdist_group("default_pair"))
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (tests/run.sh's parallel phase, two workers on two cores): one torch
+    thread per worker, so the workers' threads never outnumber the cores."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
@@ -146,6 +192,19 @@ def default_bf16_folders():
 # --- a real vLLM server, the remote target ---------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """In the server's process before it starts: SIGTERM when the test process that started it
+    dies (a pytest-xdist worker killed, a CI timeout), so no 10 GB server is left behind when
+    the fixture's teardown never runs. Linux only; elsewhere nothing."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 @pytest.fixture(scope="module")
 def vllm_server(request, tmp_path_factory):
     """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
@@ -170,7 +229,8 @@ def vllm_server(request, tmp_path_factory):
     cmd = vllm_local.serve_command(port, target, "float32") + [
         "--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 4})]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent)
     try:
         try:
             took = vllm_local.wait_ready(url, proc, timeout_s=900)

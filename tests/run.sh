@@ -3,14 +3,16 @@
 # the requirements files alone (so a package the machine happens to carry can never hide a
 # missing requirement): pinned Python packages, Debian's Chromium for the browser tests,
 # Noto CJK so it draws Chinese, vLLM's CPU build in a venv of its own. Extra arguments go
-# to pytest. The venv is $SPECVIZ_TEST_VENV (default .venv); .ci/run starts from a new one.
+# to pytest (both phases, below). The venv is $SPECVIZ_TEST_VENV (default .venv); .ci/run starts from a new one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${SPECVIZ_TEST_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 py="$venv/bin/python"
 export PATH="$PWD/$venv/bin:$PATH"
-"$py" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# --no-compile: no byte-compiling every installed module up front (~16,000 files, half a minute
+# on one core); Python compiles the ones the tests import when they first import them.
+"$py" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 # specviz itself, editable: the `specviz` command, and imports that work from any folder.
 "$py" -m pip install --quiet --disable-pip-version-check --no-deps -e .
 if ! [ -x /usr/bin/chromium ] || ! [ -d /usr/share/fonts/opentype/noto ]; then
@@ -23,4 +25,37 @@ fi
 "$py" -m specviz.models.vllm_local install
 # No test may reach a model hub: everything runs offline.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec "$py" -m pytest "$@"
+# Two phases (tests/conftest.py says which test goes where):
+# 1. parallel: every test not marked serial, on $SPECVIZ_TEST_WORKERS pytest-xdist workers (default
+#    2, one per core); the real default pair's tests, the vLLM server's among them, one after another
+#    on one worker while the other takes the rest;
+# 2. serial: the tests that time runs or measure the machine's load, and the browser tests, in one
+#    process, alone on the machine.
+# SPECVIZ_TEST_WORKERS=0 runs everything in one process instead. Either way the exit status is
+# pytest's: non-zero when any test failed, and 5 (no tests ran) only when neither phase ran one.
+workers="${SPECVIZ_TEST_WORKERS:-2}"
+if [ "$workers" = 0 ]; then
+  exec "$py" -m pytest "$@"
+fi
+status=0
+ran=0
+for phase in parallel serial; do
+  if [ "$phase" = parallel ]; then
+    args=(-n "$workers" --dist loadgroup)
+  else
+    args=(-p no:xdist)
+  fi
+  echo "=== tests/run.sh: the $phase phase ==="
+  rc=0
+  "$py" -m pytest "${args[@]}" --phase "$phase" "$@" || rc=$?
+  case "$rc" in
+    0) ran=1 ;;
+    5) ;;  # no test of this phase was selected: fine while the other phase ran some
+    *) [ "$status" -ne 0 ] || status=$rc ;;
+  esac
+done
+if [ "$status" -eq 0 ] && [ "$ran" -eq 0 ]; then
+  echo "tests/run.sh: no tests ran" >&2
+  status=5
+fi
+exit "$status"

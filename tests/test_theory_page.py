@@ -120,6 +120,7 @@ def test_in_chinese():
 # --- Cost curve ----------------------------------------------------------------------------------
 
 
+@pytest.mark.serial  # a measured curve is kept only when no other program ran beside it: needs the machine alone
 def test_the_cost_page_measures_a_small_grid_and_draws_the_curve(monkeypatch):
     monkeypatch.setattr(C, "SPARSE_CURVE_GRID", SMALL)
     at = _page(THEORY)  # no curve yet: no dashed line drawn, and the text does not point at one
@@ -155,6 +156,7 @@ def test_the_cost_page_measures_a_small_grid_and_draws_the_curve(monkeypatch):
 # --- the CLI --------------------------------------------------------------------------------------
 
 
+@pytest.mark.serial  # a measured curve is kept only when no other program ran beside it: needs the machine alone
 def test_cli_cost_curve_writes_the_json(tmp_path, capsys):
     out = tmp_path / "curve.json"
     args = ["cost-curve", "--pair", "tiny", "--context-length", "64", "--tokens", "1,2,4", "--batches", "1,4",

@@ -265,6 +265,7 @@ def test_events_are_serial_and_well_formed(traces, name):
 # --- the clock -----------------------------------------------------------------------------
 
 
+@pytest.mark.serial  # gaps between rounds under 250 ms: timed against the clock
 def test_clock_stops_while_the_caller_holds_a_round(tiny_pair):
     dec = speculative(tiny_pair, make_config(prompt="Hello world", gamma=2, max_new_tokens=40))
     pause, held = 0.3, 0
