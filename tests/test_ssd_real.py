@@ -32,7 +32,7 @@ from specviz.record.errors import BadInput
 from specviz.record.run_config import FORWARD_KINDS
 from specviz.replay import schedules
 from specviz.replay.latency import LatencyModel
-from specviz.replay.what_if import replay_input, settings_for
+from specviz.replay.what_if import replay_input
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

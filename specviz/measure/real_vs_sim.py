@@ -123,31 +123,36 @@ def branch_points(gamma: int, max_branches: int = MAX_BRANCHES) -> set[GridPoint
 
 
 def costs_for(pair: ModelPair, serial: Trace, settings: schedules.Settings, costs: LatencyModel | None = None,
-              fit: bool = True) -> tuple[LatencyModel, list[GridPoint]]:
+              fit: bool = True, ratios: dict[GridPoint, float] | None = None
+              ) -> tuple[LatencyModel, list[GridPoint]]:
     """``costs`` (default: read off the serial run) with the passes the replays at ``settings``
     need and (``fit``) a budget fit reads, where the run did not time them: measured now, each
-    beside the run's own pass of its model. Returns the costs and the passes measured."""
+    beside the run's own pass of its model (as a ratio to it). ``ratios``: ratios measured
+    before for this pair and context (reused; the new ones are added to it). Returns the costs
+    and the passes measured or reused."""
     costs = costs if costs is not None else latency.from_trace(serial)
     wanted = set().union(*what_if.missing_passes(serial, settings, False).values()) - {("target", 1, 1)}
     if fit:
         wanted |= branch_points(settings.gamma, settings.max_branches)
-    known = {p for p in what_if.timed_passes(serial)}
-    here = sorted(p for p in wanted - known if p[0] == "draft" or pair.target is not None)
+    here = sorted(p for p in wanted - set(what_if.timed_passes(serial)) if p[0] == "draft" or pair.target is not None)
     if not here:
         return costs, []
-    ctx = branch_costs.replay_context(serial, pair.context_length)
-    ratios = branch_costs.measure_ratios(pair, serial.config, ctx, here, what_if.references(serial))
-    return what_if.fill_in(costs, serial, ratios), here
+    ratios = ratios if ratios is not None else {}
+    if todo := [p for p in here if p not in ratios]:
+        ctx = branch_costs.replay_context(serial, pair.context_length)
+        ratios.update(branch_costs.measure_ratios(pair, serial.config, ctx, todo, what_if.references(serial)))
+    return what_if.fill_in(costs, serial, {p: ratios[p] for p in here}), here
 
 
 def real_vs_simulated(pair: ModelPair, config: RunConfig, schedule: str, fanout: int | None = None,
                       fanout_mode: str = "uniform", max_branches: int = MAX_BRANCHES,
                       serial: Trace | None = None, costs: LatencyModel | None = None,
-                      cores: tuple[int, int] | None = None, warm_up: bool = False) -> RealVsSim:
+                      cores: tuple[int, int] | None = None, warm_up: bool = False,
+                      ratios: dict[GridPoint, float] | None = None) -> RealVsSim:
     """``schedule`` ("pearl" or "ssd") run for real at ``config``'s gamma and simulated from the
     serial run's costs (module docstring). ``serial``: a serial run of the same prompt and
     settings already made (else one is run now); ``costs``: its costs already filled in (else
-    read off it and measured). SSD: ``fanout`` per outcome, or None to fit the budget to the
+    read off it and measured; ``ratios``: ``costs_for``'s, reused). SSD: ``fanout`` per outcome, or None to fit the budget to the
     verify. ``warm_up``: first a short serial run and a short real run (8 tokens), untimed, so
     that neither timed run pays for the process's first passes."""
     if schedule not in OVERLAPS:
@@ -163,7 +168,7 @@ def real_vs_simulated(pair: ModelPair, config: RunConfig, schedule: str, fanout:
     alpha = run_alpha(serial)
     base = dataclasses.replace(what_if.settings_for(serial, gamma=gamma, policy="constant"),
                                fanout=fanout or 2, fanout_mode=fanout_mode, max_branches=max_branches, alpha=alpha)
-    costs, measured = costs_for(pair, serial, base, costs, fit=schedule == "ssd")
+    costs, measured = costs_for(pair, serial, base, costs, fit=schedule == "ssd", ratios=ratios)
     if schedule == "pearl":
         real = pearl_run(pair, config, cores)
         sim = what_if.replay(serial, costs, base)["pearl"]
