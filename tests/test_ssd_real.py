@@ -248,3 +248,58 @@ def test_default_pair_fp32_output_is_the_serial_runs(default_bf16_folders):
     assert run.trace.output_ids == sd.output_ids
     sim = simulated(sd, user_budget(None, 4, 2))
     assert run.hits == sim.hits, "on the real pair too the hits are the simulation's"
+
+
+# --- the Parallel page's "SSD for real" ---------------------------------------------------------------------
+
+def _parallel_after_a_live_run(lang: str = "en"):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=90)
+    at.run()
+    at.select_slider(key="speed").set_value("Instant")
+    at.slider(key="gamma").set_value(3)
+    at.number_input(key="max_new_tokens").set_value(24)
+    at.toggle(key="race").set_value(False)
+    at.run()
+    at.button(key="run").click().run()
+    at.switch_page("pages/parallel.py")
+    if lang != "en":
+        at.query_params["lang"] = lang
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.usefixtures("app_tiny_only")
+def test_parallel_page_runs_ssd_for_real_beside_its_simulation():
+    at = _parallel_after_a_live_run()
+    assert at.toggle(key="parallel_ssd_fit").value is True
+    at.toggle(key="parallel_ssd_fit").set_value(False).run()  # the sidebar's fan-out: branches for sure
+    at.button(key="parallel_ssd_run").click().run()
+    assert not at.exception, at.exception
+    result = at.session_state["parallel_page"].ssd[1]
+    assert result.identical and result.budget.branches == 2 * 4 and not result.budget.fitted
+    labels = [m.label for m in at.metric]
+    for label in ("hit rate, measured", "branches / round", "draft time on branches thrown away",
+                  "measured ÷ simulated", "same tokens as serial"):
+        assert label in labels, labels
+    assert [m.value for m in at.metric if m.label == "same tokens as serial"] == ["yes"]
+    figs = [json.loads(f.proto.spec) for f in at.get("plotly_chart")]
+    titles = [a["text"] for f in figs for a in f["layout"].get("annotations", [])]
+    assert any(t.startswith("SSD, simulated") for t in titles) and any(t.startswith("SSD, measured") for t in titles)
+    text = " ".join(m.value for m in at.markdown)
+    assert "Measured minus simulated, by part:" in text and "Cores: here each model runs on one core" in text
+    assert "Budget (the sidebar's fan-out): B = 8 branches a round" in " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.usefixtures("app_tiny_only")
+def test_parallel_page_ssd_for_real_in_chinese():
+    at = _parallel_after_a_live_run("zh")
+    at.button(key="parallel_ssd_run").click().run()
+    assert not at.exception, at.exception
+    text = " ".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [m.label for m in at.metric])
+    assert "真实运行 SSD" in text and "命中率" in text and "预算" in text
+    assert "Measured minus" not in text and "Budget" not in text

@@ -5,6 +5,8 @@ one slow schedule does not squeeze the others into a corner. Pure: a function of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -12,6 +14,7 @@ from specviz.analysis.metrics import fmt_ms
 from specviz.figures.palette import ACCEPTED, DRAFT, TARGET
 from specviz.figures.timeline import add_timeline, base_layout
 from specviz.record.i18n import N_, Translator
+from specviz.record.run_trace import Trace
 
 FINISH = {"serial": TARGET, "pearl": DRAFT, "ssd": ACCEPTED}
 CUT_RATIO = 2.0  # a lane this many times longer than the next one is cut (uncut, the next one spans half)...
@@ -56,3 +59,16 @@ def schedules_figure(results: dict, titles: dict[str, str], axis_title: str, hei
                       legend=dict(yref="container", y=1.0, yanchor="top"))
     fig.update_xaxes(title=dict(text=axis_title, font=dict(size=13)), row=len(names), col=1)
     return fig
+
+
+@dataclass(frozen=True)
+class _Lane:
+    trace: Trace
+    wall_ms: float
+
+
+def measured_vs_simulated_figure(simulated: Trace, measured: Trace, titles: tuple[str, str], axis_title: str,
+                                 height: int = 460, tr: Translator = N_) -> go.Figure:
+    """A schedule simulated (above) and run for real (below) on one shared millisecond axis."""
+    lanes = {"ssd": _Lane(simulated, simulated.wall_ms), "measured": _Lane(measured, measured.wall_ms)}
+    return schedules_figure(lanes, {"ssd": titles[0], "measured": titles[1]}, axis_title, height, tr)
