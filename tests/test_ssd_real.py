@@ -283,7 +283,7 @@ def test_parallel_page_runs_ssd_for_real_beside_its_simulation():
     result = at.session_state["parallel_page"].ssd[1]
     assert result.identical and result.budget.branches == 2 * 4 and not result.budget.fitted
     labels = [m.label for m in at.metric]
-    for label in ("hit rate, measured", "branches / round", "draft time on branches thrown away",
+    for label in ("hit rate", "branches / round", "wasted draft time",
                   "measured ÷ simulated", "same tokens as serial"):
         assert label in labels, labels
     assert [m.value for m in at.metric if m.label == "same tokens as serial"] == ["yes"]

@@ -38,20 +38,21 @@ def ssd_key(r: Replay, fit: bool) -> tuple:
 
 
 def run_ssd(r: Replay, fit: bool) -> RealVsSim:
-    """SSD for real at the replay's γ: a fresh serial run of the same prompt is its baseline and
-    its costs (the run shown is reused when it drafted that γ at a constant length)."""
+    """SSD for real at the replay's γ: a fresh serial run of the same prompt, made just before it
+    (after a short untimed warm-up of both), is its baseline and gives the simulation its costs.
+    The run shown is not reused: it was timed at another moment, its first passes perhaps the
+    process's first."""
     cfg, s = r.cfg, r.settings
     run_cfg = dataclasses.replace(cfg, gamma=s.gamma, policy="constant", stop=[])
-    own = cfg.gamma == s.gamma and cfg.policy == "constant" and not cfg.stop
     return real_vs_simulated(r.pair, run_cfg, "ssd", None if fit else s.fanout, "geometric" if fit else s.fanout_mode,
-                             serial=r.trace if own else None, warm_up=not own)
+                             warm_up=True)
 
 
 def gap_text(result: RealVsSim, tr: Translator = N_) -> str:
     """The gap between the measured and the simulated wall time, by part, largest first, in words."""
     g = result.gap().to_dict()
     parts = sorted(((k, v) for k, v in g.items() if k in GAP_WORDS and abs(v) >= 0.5), key=lambda kv: -abs(kv[1]))
-    listed = "; ".join(f"{tr(GAP_WORDS[k])} {'+' if v > 0 else '−'}{fmt_ms(abs(v), tr)}" for k, v in parts)
+    listed = tr(N_("; ")).join(f"{tr(GAP_WORDS[k])} {'+' if v > 0 else '−'}{fmt_ms(abs(v), tr)}" for k, v in parts)
     text = tr(N_("Measured minus simulated, by part: {parts}.")).format(parts=listed or "—")
     if g["rounds_differ"]:
         text += " " + tr(N_("The real rounds are not the simulated ones (a near-tie rounded differently), so part "
@@ -68,9 +69,11 @@ def cause_text(result: RealVsSim, tr: Translator = N_) -> str:
         out.append(tr(N_("The target is a server: its network and queue time differ from the serial run's by {net} "
                          "in all.")).format(net=fmt_ms(g.network, tr)))
     else:
+        real_v, sim_v = (sum(e.duration_ms for e in t.events if e.lane == "target" and e.is_forward)
+                         for t in (real.trace, result.sim.trace))
         out.append(tr(N_("Cores: here each model runs on one core beside the other, while the serial run gave "
-                         "every pass both cores, so the target's passes took {verify} more in all.")).format(
-            verify=fmt_ms(max(0.0, g.verify), tr)))
+                         "every pass both cores: the target's passes took {real} in all, against {sim} "
+                         "simulated from the serial run's.")).format(real=fmt_ms(real_v, tr), sim=fmt_ms(sim_v, tr)))
     if budget is not None and budget.branches:
         out.append(tr(N_("The branch batch: {branch} of glue and branch passes in all, {over} of it past the verify's "
                          "end (predicted per round: {tree} against a verify of {verify}).")).format(
@@ -134,12 +137,13 @@ def render_result(result: RealVsSim) -> None:
     cols[2].metric(_("measured ÷ simulated"), f"{1 + result.wall_error:.2f}")
     cols[3].metric(_("same tokens as serial"), _("yes") if result.identical else _("no"))
     cols = st.columns(4)
-    cols[0].metric(_("hit rate, measured"), fmt_pct(m.hit_rate), f"{(m.hit_rate or 0) - (s.hit_rate or 0):+.0%}",
-                   delta_color="off", help=_("Simulated: {rate}.").format(rate=fmt_pct(s.hit_rate)))
-    cols[1].metric(_("branches / round"), f"{real.branches_per_round or 0:.1f}",
-                   help=_("Simulated: {n:.1f}.").format(n=result.sim.branches_per_round or 0))
-    cols[2].metric(_("draft time on branches thrown away"), fmt_ms(real.wasted_draft_ms, _),
-                   help=_("Simulated: {time}.").format(time=fmt_ms(result.sim.wasted_draft_ms or 0, _)))
+    both = _("measured / simulated")
+    cols[0].metric(_("hit rate"), f"{fmt_pct(m.hit_rate)} / {fmt_pct(s.hit_rate)}", help=both)
+    cols[1].metric(_("branches / round"),
+                   f"{real.branches_per_round or 0:.1f} / {result.sim.branches_per_round or 0:.1f}", help=both)
+    cols[2].metric(_("wasted draft time"),
+                   f"{fmt_ms(real.wasted_draft_ms, _)} / {fmt_ms(result.sim.wasted_draft_ms or 0, _)}",
+                   help=both + " " + _("Draft time spent on branches thrown away."))
     cols[3].metric(_("serial"), fmt_ms(result.serial.wall_ms, _), help=_("The serial run this one is checked against."))
     st.caption(budget_text(result, _))
     titles = (_("SSD, simulated: {time}").format(time=fmt_ms(s.wall_ms, _)),
