@@ -275,13 +275,15 @@ def main() -> None:
 def ssd_table(pair, args) -> None:
     """Serial, PEARL real and simulated, SSD real and simulated (fitted budget, and a fixed
     fan-out), per prompt and gamma, medians over the repeats (module docstring)."""
-    from specviz.measure.real_vs_sim import real_vs_simulated, serial_run
+    from specviz.measure.real_vs_sim import SERIAL_THREADS, real_vs_simulated, serial_run
+    from specviz.measure.ssd_real import ssd_run, user_budget
 
     where = f"target on {args.target_url}" if args.target_url else "local threads"
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, {where}, torch "
-          f"{torch.__version__}, {os.cpu_count()} CPUs; {args.max_new_tokens} new tokens, median of {args.repeats}")
+          f"{torch.__version__}, {os.cpu_count()} CPUs; {args.max_new_tokens} new tokens, median of {args.repeats}; the serial runs (and the costs) with {SERIAL_THREADS} intra-op thread(s), as each "
+          "lane of a real run")
     warm = RunConfig(prompt=PROMPTS["code"], gamma=2, max_new_tokens=8)
-    real_vs_simulated(pair, warm, "ssd", fanout=1, warm_up=True)
+    serial_run(pair, warm), pearl_run(pair, warm), ssd_run(pair, warm, user_budget(None, 2, 1))  # warm-up
     runs = ("pearl", "ssd fit", f"ssd F={args.fanout}")
     cells: dict = {}
     for rep in range(args.repeats):

@@ -303,3 +303,29 @@ def test_parallel_page_ssd_for_real_in_chinese():
     text = " ".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [m.label for m in at.metric])
     assert "真实运行 SSD" in text and "命中率" in text and "预算" in text
     assert "Measured minus" not in text and "Budget" not in text
+
+
+@pytest.mark.usefixtures("app_tiny_only")
+def test_round_trip_slider_on_a_remote_run():
+    """A recorded remote run: the added round trip lengthens every replayed verify, and the chart
+    marks where PEARL stops paying."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=90)
+    at.switch_page("pages/parallel.py").run()
+    at.selectbox(key="parallel_source").set_value("Recorded, remote target: code-gamma4-remote-greedy").run()
+    assert not at.exception, at.exception
+    assert at.slider(key="parallel_rtt").value == 0
+    walls = lambda: [float(t) for t in (m.value for m in at.metric if m.label == "tokens / s")]  # noqa: E731
+    before = walls()
+    spec = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    assert spec["layout"]["yaxis"]["title"]["text"] == "speedup over serial"
+    pearl = next(d for d in spec["data"] if d["name"] == "PEARL")
+    assert pearl["y"][0] > pearl["y"][-1], "the gain over serial shrinks as the round trip grows"
+    at.slider(key="parallel_rtt").set_value(1000).run()
+    assert not at.exception, at.exception
+    after = walls()
+    assert all(a < b for a, b in zip(after, before)), "every schedule is slower with a longer round trip"
+    assert "Speculation at a distance" in " ".join(m.value for m in at.markdown)

@@ -1,8 +1,13 @@
 """An overlapped schedule (PEARL or SSD) run for real beside its simulation, on the same
 prompt: the code behind ``specviz overlap`` and the Parallel page's "for real" sections.
 
-1. A greedy serial speculative run (the engine, every core per pass): the baseline, the
-   tokens the real run must reproduce (``identical``), and the costs of its passes.
+1. A greedy serial speculative run (the engine): the baseline, the tokens the real run must
+   reproduce (``identical``), and the costs of its passes. It runs with one intra-op thread
+   (``SERIAL_THREADS``), as each lane of the real run does, so that the simulation is timed
+   with passes of the same kind and the gap shows what running the two at once costs (the
+   shared memory bandwidth and caches, the scheduler), not the second core one pass loses.
+   On a busy machine a pass spread over two threads also waits for the slower one: a serial
+   run at two threads took 89 s where the pinned PEARL run took 19 s (load average 5).
 2. The passes the simulation needs and the serial run did not time (SSD's batched branch
    passes, its glue pass over a block, a verify of another length), measured now beside a
    pass the run did time (``specviz.measure.branch_costs.measure_ratios``) and scaled to it
@@ -19,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import torch
+
 from specviz.engine.decode import speculative
 from specviz.measure import branch_costs
 from specviz.measure.forward_costs import DRAFT_BATCHES
@@ -33,6 +40,7 @@ from specviz.replay import latency, schedules, what_if
 from specviz.replay.latency import GridPoint, LatencyModel
 
 OVERLAPS = ("pearl", "ssd")
+SERIAL_THREADS = 1  # intra-op threads of the serial run (two_threads.THREADS: each lane's)
 
 
 @dataclass(frozen=True)
@@ -103,11 +111,18 @@ class RealVsSim:
         return out
 
 
-def serial_run(pair: ModelPair, config: RunConfig) -> Trace:
-    """The greedy serial speculative run at ``config``'s gamma, constant policy: the baseline."""
+def serial_run(pair: ModelPair, config: RunConfig, threads: int | None = SERIAL_THREADS) -> Trace:
+    """The greedy serial speculative run at ``config``'s gamma, constant policy: the baseline, with
+    ``threads`` intra-op threads (None: torch's current count); the count is restored after."""
     if config.temperature != 0:
         raise BadInput("a schedule run for real is greedy only: set temperature 0", "temperature")
-    return speculative(pair, dataclasses.replace(config, policy="constant", stop=[])).run()
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return speculative(pair, dataclasses.replace(config, policy="constant", stop=[])).run()
+    finally:
+        torch.set_num_threads(before)
 
 
 def run_alpha(serial: Trace) -> float:
@@ -140,7 +155,12 @@ def costs_for(pair: ModelPair, serial: Trace, settings: schedules.Settings, cost
     ratios = ratios if ratios is not None else {}
     if todo := [p for p in here if p not in ratios]:
         ctx = branch_costs.replay_context(serial, pair.context_length)
-        ratios.update(branch_costs.measure_ratios(pair, serial.config, ctx, todo, what_if.references(serial)))
+        before = torch.get_num_threads()
+        torch.set_num_threads(SERIAL_THREADS)  # the passes of the serial run they are scaled to
+        try:
+            ratios.update(branch_costs.measure_ratios(pair, serial.config, ctx, todo, what_if.references(serial)))
+        finally:
+            torch.set_num_threads(before)
     return what_if.fill_in(costs, serial, {p: ratios[p] for p in here}), here
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 
 from specviz import figures as F
 from specviz.analysis.metrics import fmt_ms, fmt_pct
+from specviz.figures.schedules import PAYS
 from specviz.measure.real_vs_sim import RealVsSim, real_vs_simulated
 from specviz.measure.ssd_real import tree_ms
 from specviz.record.errors import SpecvizError
@@ -20,7 +21,7 @@ from specviz.record.i18n import N_, Translator
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
 from specviz.ui.parallel_page import ParallelState, real_key
-from specviz.ui.parallel_replay import Replay
+from specviz.ui.parallel_replay import Replay, round_trip_sweep
 
 GAP_WORDS = {  # Gap's fields, as tr(words)
     "verify": N_("the target's verify passes"),
@@ -154,3 +155,21 @@ def render_result(result: RealVsSim) -> None:
     st.markdown(gap_text(result, _) + " " + cause_text(result, _))
     if not real.pinned and real.note:
         st.caption(_("Not pinned: ") + real.note)
+
+
+def render_round_trip(r: Replay) -> None:
+    """A remote run: PEARL's and SSD's gain over serial as the network grows, where each stops paying."""
+    if not r.cfg.target_url or "serial" in r.waiting:
+        return
+    st.markdown("#### " + _("Speculation at a distance: when does overlapping pay?"))
+    xs, ys = round_trip_sweep(r)
+    labels = {"pearl": "PEARL", "ssd": "SSD"}
+    st.plotly_chart(F.round_trip_figure(xs, ys, labels, r.costs.network_ms, r.rtt_ms,
+                                        _("network added to every verify, on top of the measured {start}"),
+                                        _("speedup over serial"), tr=_),
+                    key="parallel_rtt_fig", config={"displayModeBar": False})
+    st.caption(_("Each request already took {start} of network, HTTP and queue (measured). A longer round trip "
+                 "lengthens every verify: the draft's work, hidden inside it by PEARL and SSD, becomes a smaller "
+                 "share of the round, and their gain over serial shrinks towards ×1 (“Speculation at a "
+                 "distance”, 2026). A dotted line marks where each falls below ×{pays:.2f}; the solid one is the "
+                 "sidebar's added round trip.").format(start=fmt_ms(r.costs.network_ms, _), pays=PAYS))
