@@ -96,7 +96,7 @@ def round_trip_figure(added_ms: list[float], speedups: dict[str, list[float]], l
                                showarrow=True, arrowhead=2, ax=40, ay=-30, font=dict(size=12, color=color))
     fig.add_hline(y=1.0, line=dict(color=TARGET, width=1))
     fig.add_vline(x=chosen_ms, line=dict(color="#555555", width=2))
-    fig.update_layout(height=height, margin=dict(l=8, r=12, t=36, b=44), font=dict(size=14),
+    fig.update_layout(height=height, margin=dict(l=8, r=12, t=36, b=44), font=dict(size=14), showlegend=True,
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
                       hovermode="x unified")
     fig.update_xaxes(title=dict(text=axis_title.format(start=fmt_ms(start_ms, tr)), font=dict(size=13)),

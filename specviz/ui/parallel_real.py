@@ -137,7 +137,7 @@ def render_result(result: RealVsSim) -> None:
     cols[1].metric(_("simulated"), fmt_ms(s.wall_ms, _))
     cols[2].metric(_("measured ÷ simulated"), f"{1 + result.wall_error:.2f}")
     cols[3].metric(_("same tokens as serial"), _("yes") if result.identical else _("no"))
-    cols = st.columns(4)
+    cols = st.columns(3)
     both = _("measured / simulated")
     cols[0].metric(_("hit rate"), f"{fmt_pct(m.hit_rate)} / {fmt_pct(s.hit_rate)}", help=both)
     cols[1].metric(_("branches / round"),
@@ -145,8 +145,8 @@ def render_result(result: RealVsSim) -> None:
     cols[2].metric(_("wasted draft time"),
                    f"{fmt_ms(real.wasted_draft_ms, _)} / {fmt_ms(result.sim.wasted_draft_ms or 0, _)}",
                    help=both + " " + _("Draft time spent on branches thrown away."))
-    cols[3].metric(_("serial"), fmt_ms(result.serial.wall_ms, _), help=_("The serial run this one is checked against."))
-    st.caption(budget_text(result, _))
+    st.caption(budget_text(result, _) + " " + _("The serial run it is checked against: {time}.").format(
+        time=fmt_ms(result.serial.wall_ms, _)))
     titles = (_("SSD, simulated: {time}").format(time=fmt_ms(s.wall_ms, _)),
               _("SSD, measured: {time}").format(time=fmt_ms(m.wall_ms, _)))
     st.plotly_chart(F.measured_vs_simulated_figure(result.sim.trace, real.trace, titles,
