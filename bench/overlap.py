@@ -28,6 +28,16 @@ post-verify), which on a memory-bound CPU pass in bf16 changes little; the table
 
   python bench/overlap.py                           # default pair, dtype auto, gammas 2 4 6
   python bench/overlap.py --pair tiny --gammas 2 --repeats 1 --no-measured   # a smoke run
+
+With --ssd, another table: for each prompt (--prompts: code, prose) and gamma, per repeat a
+serial run (torch's default threads), then PEARL and SSD each run for real and simulated from
+that serial run's costs (``specviz.measure.real_vs_sim.real_vs_simulated``, the code of
+``specviz overlap`` and the Parallel page); SSD with its budget fitted to the verify
+(geometric allocation) and with a fixed fan-out (--fanout, uniform). Medians over the repeats;
+``uptime``'s load average with every cell. --target-url runs the target on a vLLM server.
+
+  python bench/overlap.py --ssd --gammas 4 8 --repeats 3
+  python bench/overlap.py --ssd --gammas 4 --target-url http://127.0.0.1:8000 --dtype float32
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from specviz.replay import latency
 from specviz.replay.what_if import replay, settings_for
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
+PROMPTS = {"code": PROMPT, "prose": "Explain in three sentences why the sky is blue."}
 
 
 def med(xs) -> float:
@@ -158,9 +169,16 @@ def main() -> None:
                     help="before each timed run, wait (up to --patience s) until other processes take at most "
                          "this share of the CPUs (0: do not wait)")
     ap.add_argument("--patience", type=float, default=90.0)
+    ap.add_argument("--ssd", action="store_true", help="the SSD table (see above) instead")
+    ap.add_argument("--prompts", nargs="+", default=list(PROMPTS), choices=list(PROMPTS))
+    ap.add_argument("--fanout", type=int, default=2, help="--ssd: the fixed fan-out beside the fitted budget")
+    ap.add_argument("--target-url", help="--ssd: the target on this vLLM server")
     args = ap.parse_args()
 
-    pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    pair = load_pair(args.pair, device=args.device, dtype=args.dtype, target_url=args.target_url)
+    if args.ssd:
+        ssd_table(pair, args)
+        return
     threads = torch.get_num_threads()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, torch {torch.__version__}, "
@@ -252,6 +270,73 @@ def main() -> None:
     print(f"contention during timed runs: {describe(contended) or 'none'}; "
           f"load average after: {os.getloadavg() if hasattr(os, 'getloadavg') else None} "
           "(other processes: the 'others' column)")
+
+
+def ssd_table(pair, args) -> None:
+    """Serial, PEARL real and simulated, SSD real and simulated (fitted budget, and a fixed
+    fan-out), per prompt and gamma, medians over the repeats (module docstring)."""
+    from specviz.measure.real_vs_sim import SERIAL_THREADS, real_vs_simulated, serial_run
+    from specviz.measure.ssd_real import ssd_run, user_budget
+
+    where = f"target on {args.target_url}" if args.target_url else "local threads"
+    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, {where}, torch "
+          f"{torch.__version__}, {os.cpu_count()} CPUs; {args.max_new_tokens} new tokens, median of {args.repeats}; the serial runs (and the costs) with {SERIAL_THREADS} intra-op thread(s), as each "
+          "lane of a real run")
+    warm = RunConfig(prompt=PROMPTS["code"], gamma=2, max_new_tokens=8)
+    serial_run(pair, warm), pearl_run(pair, warm), ssd_run(pair, warm, user_budget(None, 2, 1))  # warm-up
+    runs = ("pearl", "ssd fit", f"ssd F={args.fanout}")
+    cells: dict = {}
+    for rep in range(args.repeats):
+        for name in args.prompts:
+            for g in args.gammas:
+                config = RunConfig(prompt=PROMPTS[name], gamma=g, max_new_tokens=args.max_new_tokens)
+                cell = cells.setdefault((name, g), {"serial": [], "load": [], "ratios": {},
+                                                    **{r: [] for r in runs}})
+                cell["load"].append(os.getloadavg()[0])
+                serial = serial_run(pair, config)
+                cell["serial"].append(serial)
+                for who in runs:
+                    fanout = None if who == "ssd fit" else args.fanout
+                    result = real_vs_simulated(pair, config, "pearl" if who == "pearl" else "ssd", fanout,
+                                               "geometric" if who == "ssd fit" else "uniform", serial=serial,
+                                               ratios=cell["ratios"])
+                    cell[who].append(result)
+                    print(f"  rep {rep + 1} {name} γ={g} {who:<8}: real {result.measured.wall_ms:7.0f} ms, sim "
+                          f"{result.simulated.wall_ms:7.0f} ms ({result.wall_error:+.0%}), serial {serial.wall_ms:7.0f} "
+                          f"ms, hits {result.measured.hit_rate if result.measured.hit_rate is not None else '-'}"
+                          f" vs {result.simulated.hit_rate if result.simulated.hit_rate is not None else '-'}, "
+                          f"identical {result.identical}, load {os.getloadavg()[0]:.2f}", flush=True)
+    print("\nwall ms (median); real/sim = measured over simulated; hit = SSD hit rate measured/simulated; "
+          "B = branches a round")
+    head = (f"{'prompt':<6} {'γ':>2} | {'serial':>7} | {'PEARL':>7} {'sim':>7} {'r/s':>5} | "
+            + " | ".join(f"{who:<9} {'sim':>7} {'r/s':>5} {'hit':>9} {'B':>5}" for who in runs[1:])
+            + f" | {'same':>4} | {'load':>9}")
+    print(head)
+    print("-" * len(head))
+    for (name, g), cell in cells.items():
+        row = f"{name:<6} {g:>2} | {med(t.wall_ms for t in cell['serial']):7.0f} | "
+        pearl = cell["pearl"]
+        row += (f"{med(r.measured.wall_ms for r in pearl):7.0f} {med(r.simulated.wall_ms for r in pearl):7.0f} "
+                f"{med(1 + r.wall_error for r in pearl):5.2f} | ")
+        parts = []
+        for who in runs[1:]:
+            rs = cell[who]
+            hit = f"{med(r.measured.hit_rate for r in rs):.2f}/{med(r.simulated.hit_rate for r in rs):.2f}"
+            parts.append(f"{med(r.measured.wall_ms for r in rs):9.0f} {med(r.simulated.wall_ms for r in rs):7.0f} "
+                         f"{med(1 + r.wall_error for r in rs):5.2f} {hit:>9} {med(r.budget.branches for r in rs):5.0f}")
+        same = all(r.identical for who in runs for r in cell[who])
+        loads = f"{min(cell['load']):.1f}-{max(cell['load']):.1f}"
+        print(row + " | ".join(parts) + f" | {'yes' if same else 'NO':>4} | {loads:>9}", flush=True)
+    print("\ngap, measured - simulated, ms (median over repeats): verify / network / draft before / draft after / other")
+    for (name, g), cell in cells.items():
+        for who in runs:
+            gaps = [r.gap().to_dict() for r in cell[who]]
+            print(f"{name:<6} {g:>2} {who:<9} " + " / ".join(
+                f"{med(x[k] for x in gaps):+6.0f}" for k in ("verify", "network", "draft_before", "draft_after", "other")))
+    print("\nSSD fitted budgets (last repeat): " + "; ".join(
+        f"{name} γ={g}: B={cell['ssd fit'][-1].budget.branches} (tree {cell['ssd fit'][-1].budget.tree_ms:.0f} ms "
+        f"vs verify {cell['ssd fit'][-1].budget.verify_ms:.0f} ms)" for (name, g), cell in cells.items()))
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

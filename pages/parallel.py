@@ -6,7 +6,7 @@ settings in specviz.ui.parallel_replay, its parts in specviz.ui.parallel_parts."
 import streamlit as st
 
 from specviz import ui
-from specviz.ui import parallel_page, parallel_parts, parallel_replay
+from specviz.ui import parallel_page, parallel_parts, parallel_real, parallel_replay
 from specviz.ui.lang import language_switch
 
 ui.page_chrome()
@@ -20,4 +20,6 @@ parallel_replay.render_measuring(replay)
 parallel_parts.render_schedules(replay)
 parallel_parts.render_check(replay)
 parallel_parts.render_pearl_real(state, replay)
+parallel_real.render_ssd_real(state, replay)
+parallel_real.render_round_trip(replay)
 parallel_parts.render_changes(replay)

@@ -120,6 +120,26 @@ def test_pearl_runs_for_real_against_the_remote_target(pair):
     assert overlap > 0  # the draft really drafted while the server verified
 
 
+def test_ssd_runs_for_real_against_the_remote_target(pair):
+    """SSD for real (specviz/measure/ssd_real.py) against the server: the local draft prepares
+    its branches while the server verifies; the output is still the server's own greedy
+    completion, and on this code prompt some rounds find their block ready."""
+    from specviz.measure.ssd_real import ssd_run, user_budget
+
+    run = ssd_run(pair, config(max_new_tokens=16), user_budget(None, 4, 2))
+    trace = run.trace
+    assert trace.output_ids == server_greedy(pair, trace.prompt_ids, len(trace.output_ids))
+    assert run.hits >= 1 and run.branches_per_round
+    assert any(e.kind == "network" for e in trace.events)
+    overlap = 0.0
+    for r in trace.rounds:  # the glue and branch passes start with the request and run beside it
+        sent = min(e.start_ms for e in r.events if e.lane == "target")
+        done = max(e.end_ms for e in r.events if e.lane == "target" and e.is_forward)
+        overlap += sum(max(0.0, min(e.end_ms, done) - e.start_ms) for e in r.events
+                       if e.lane == "draft" and e.is_forward and e.start_ms >= sent)
+    assert overlap > 0
+
+
 # --- refusals and faults, each naming the URL ---------------------------------------------------------
 
 

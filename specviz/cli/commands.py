@@ -168,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cost_curve_parser(sub)
     _sweep_parser(sub)
     _validate_parser(sub)
+    _overlap_parser(sub)
     return parser
 
 
@@ -661,6 +662,93 @@ def _validate(args: argparse.Namespace) -> int:
     return 2 if bad else 0
 
 
+# --- specviz overlap: a schedule run for real beside its simulation -------------------------------------
+
+def _overlap_parser(sub) -> None:
+    """``specviz overlap``: PEARL or SSD run for real (two pinned threads, or against a vLLM server)
+    and simulated, side by side (specviz.measure.real_vs_sim, the Parallel page's code)."""
+    from specviz.measure.ssd_real import MAX_BRANCHES
+    from specviz.record.limits import MAX_GAMMA
+    from specviz.replay.schedules import FANOUT_MODES
+
+    p = sub.add_parser(
+        "overlap", help="run PEARL or SSD for real and simulated on the same prompt; print both",
+        description="Run a greedy serial speculative run (the baseline and the costs), then the chosen schedule "
+                    "for real, the draft and the target in two threads pinned to one core each (or the draft "
+                    "here and the target on a vLLM server), and simulated from the serial run's costs. Prints "
+                    "measured and simulated wall time, rounds, hit rate and tokens per second.")
+    p.add_argument("--schedule", required=True, choices=["pearl", "ssd"])
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--raw", action="store_true", help="use the prompt as is, without the chat template")
+    p.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--fanout", type=int, default=None,
+                   help="SSD: branches per verification outcome; default: the budget fitted to the verify time")
+    p.add_argument("--fanout-mode", default="uniform", choices=list(FANOUT_MODES),
+                   help="SSD: how the budget is spread over the outcomes")
+    p.add_argument("--max-branches", type=int, default=MAX_BRANCHES, help="SSD: cap on the branches per round")
+    p.add_argument("--cores", type=int, nargs=2, metavar=("DRAFT", "TARGET"), help="the two threads' cores")
+    _pair_flags(p)
+    p.add_argument("--json", type=Path, help="write the comparison as JSON to this file")
+
+
+def _overlap(args: argparse.Namespace, style: Style) -> int:
+    from specviz.measure.real_vs_sim import real_vs_simulated
+    from specviz.record.validate import check_settings
+
+    try:
+        config = RunConfig(prompt=args.prompt, chat=not args.raw, gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+        check_settings(config)
+        if args.fanout is not None and args.fanout < 1:
+            raise BadInput("--fanout must be at least 1", "fanout")
+        pair = _load(args, style)
+        result = real_vs_simulated(pair, config, args.schedule, args.fanout, args.fanout_mode, args.max_branches,
+                                   cores=tuple(args.cores) if args.cores else None, warm_up=True)
+    except SpecvizError as exc:
+        print(f"specviz: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specviz: interrupted", file=sys.stderr)
+        return 130
+    print(format_overlap(result))
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return 0
+
+
+def format_overlap(result) -> str:
+    """The measured and simulated totals side by side, SSD's budget and hits, the gap by part."""
+    m, s = result.measured, result.simulated
+    name = {"pearl": "PEARL", "ssd": "SSD"}[result.schedule]
+    rate = lambda x: "–" if x is None else f"{x:.0%}"  # noqa: E731
+    lines = [f"{'':<10} {'wall ms':>9} {'rounds':>6} {'hit rate':>8} {'tok/s':>7}",
+             f"{'measured':<10} {m.wall_ms:9.0f} {m.rounds:6d} {rate(m.hit_rate):>8} {m.tokens_per_second:7.2f}",
+             f"{'simulated':<10} {s.wall_ms:9.0f} {s.rounds:6d} {rate(s.hit_rate):>8} {s.tokens_per_second:7.2f}",
+             f"{'serial':<10} {result.serial.wall_ms:9.0f} {len(result.serial.rounds):6d} {'':>8} "
+             f"{result.serial.summary['tokens_per_second']:7.2f}",
+             f"\n{name} for real: {result.wall_error:+.1%} against its simulation; same tokens as the serial run: "
+             f"{'yes' if result.identical else 'NO'}"]
+    real = result.real
+    if result.schedule == "ssd":
+        b = result.budget
+        how = "fitted to the verify" if b.fitted else "asked for"
+        lines.append(f"budget ({how}): B = {b.branches} branches a round (fan-out {b.fanout} per outcome of "
+                     f"{b.gamma + 1}; {b.dropped} dropped by the cap); predicted branch work {b.tree_ms:.0f} ms "
+                     f"against a verify of {b.verify_ms:.0f} ms")
+        st = real.stats()
+        lines.append(f"branches per round: measured {st['branches_per_round'] or 0:.1f}, simulated "
+                     f"{result.sim.branches_per_round or 0:.1f}; draft time on branches thrown away: measured "
+                     f"{st['wasted_draft_ms']:.0f} ms, simulated {result.sim.wasted_draft_ms or 0:.0f} ms; rounds "
+                     f"the cap cut: {st['capped_rounds']} ({st['branches_dropped_by_cap']} branches)")
+    g = result.gap()
+    lines.append("measured − simulated, ms: " + ", ".join(
+        f"{k.replace('_', ' ')} {v:+.0f}" for k, v in g.to_dict().items() if k != "rounds_differ")
+        + ("; the rounds differ from the simulation's" if g.rounds_differ else ""))
+    if not real.pinned and real.note:
+        lines.append(f"not pinned: {real.note}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     style = Style(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
@@ -668,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
         return _sweep(args, style)
     if args.command == "validate":
         return _validate(args)
+    if args.command == "overlap":
+        return _overlap(args, style)
     from specviz.engine.decode import speculative
     from specviz.record.validate import check_remote, check_settings
 

@@ -26,7 +26,7 @@ from specviz.figures.history import (
     history_row,
     history_table,
 )
-from specviz.figures.schedules import schedules_figure
+from specviz.figures.schedules import measured_vs_simulated_figure, round_trip_figure, schedules_figure
 from specviz.figures.strip import (
     legend_html,
     output_height,
@@ -66,7 +66,9 @@ __all__ = [
     "output_height",
     "race_figure",
     "round_caption",
+    "round_trip_figure",
     "round_html",
+    "measured_vs_simulated_figure",
     "schedules_figure",
     "target_label",
     "timeline_export_figure",

@@ -28,19 +28,9 @@ replay's (Liu et al., ICLR 2025, after github.com/smart-lty/ParallelSpeculativeD
 Invariant at the start of a round, as in the engine: the target's cache holds ids[:-1]
 (ids = prompt + output), the draft's a prefix of ids + pending.
 
-Threads and cores. A coordinator (the caller's thread) hands each round's work to two
-single-thread executors, the draft's and the target's, and waits for both: that is the
-once-per-round meeting. Each worker pins itself to one core (``os.sched_setaffinity(0,
-{core})`` on Linux pins the calling thread only) and sets one intra-op thread. Where
-affinity is not available (not Linux, fewer cores than asked for) the run still goes,
-unpinned, and ``OverlapRun.pinned`` says so, with the reason in ``note``.
-
-torch's thread count is process-wide: ``torch.set_num_threads(1)`` for the run sets it for
-every thread of the process (each new thread takes the global value at its first parallel
-op; the call also sets the calling thread's own OpenMP count). So while a run is in
-progress any other torch work in the process also runs single-threaded; the caller's
-count is restored when the run ends, raised or not. One thread per op is the point here:
-two models on two cores, rather than each pass spread over both.
+Threads and cores: ``specviz.measure.two_threads`` (shared with the SSD run for real). The
+coordinator hands each round's drafting and verifying to the draft's and the target's
+executors and waits for both: that is the once-per-round meeting.
 
 Timing: every event is on one ``Clock`` (perf_counter, ms since the run started), never
 paused: the coordinator's verdict and rollbacks are on it too (as the target lane's
@@ -53,134 +43,35 @@ greedy output token for token.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 
 import torch
 
 from specviz.engine.acceptance import Sampling
 from specviz.engine.decode import verify
-from specviz.engine.detokenize import RunText
 from specviz.engine.drafters import ModelDrafter, Proposal
+from specviz.measure import two_threads
+from specviz.measure.two_threads import THREADS, OverlapRun
 from specviz.models import busy
 from specviz.models.kv import Clock, KVModel
 from specviz.models.pair import ModelPair
 from specviz.record import stopping
-from specviz.record.errors import BadInput
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event, Round, Trace
-from specviz.record.validate import check
 
 SCHEDULE = "pearl"
-THREADS = 1  # intra-op threads per op, for each model, during a run
-
-
-@dataclass
-class OverlapRun:
-    """A real overlapped run: its trace, and how its threads were placed."""
-
-    trace: Trace
-    pinned: bool  # each thread held to its own core
-    cores: tuple[int, int]  # (draft core, target core) asked for
-    threads: int = THREADS  # torch intra-op threads per op during the run
-    schedule: str = SCHEDULE
-    note: str = ""  # why not pinned, when it was not
-    worker_cores: dict[str, list[int]] = field(default_factory=dict)  # lane -> cores its thread could use
-
-
-def _refuse(config: RunConfig) -> None:
-    """BadInput for what this run does not do, naming the field."""
-    if config.temperature != 0:
-        raise BadInput("the overlapped PEARL run is greedy only: set temperature 0", "temperature")
-    if config.drafter != "model":
-        raise BadInput("the overlapped PEARL run needs the model drafter (a draft model to overlap)", "drafter")
-    if config.draft_vocab:
-        raise BadInput("the overlapped PEARL run uses the draft's full head: set draft vocabulary 0", "draft_vocab")
-    if config.draft_quant != "none":
-        raise BadInput("the overlapped PEARL run uses the draft as loaded: set draft quantization none",
-                       "draft_quant")
-    if config.policy != "constant":
-        raise BadInput("PEARL drafts a constant gamma (its modes adapt the length): use policy constant", "policy")
-    if config.stop:
-        raise BadInput("the overlapped PEARL run stops at EOS and max new tokens only, not at stop strings", "stop")
-
-
-def _why_not_pinned(cores: tuple[int, int]) -> str:
-    """"" when the two threads can be pinned to ``cores``; else why not."""
-    if not hasattr(os, "sched_setaffinity"):
-        return "no thread affinity on this platform (os.sched_setaffinity is Linux only)"
-    if len(set(cores)) != 2:
-        return f"two different cores are needed, got {cores}"
-    allowed = os.sched_getaffinity(0)
-    if not set(cores) <= allowed:
-        return f"cores {list(cores)} are not all available to this process (it may use {sorted(allowed)})"
-    return ""
-
-
-def _settle(core: int | None) -> tuple[list[int], str]:
-    """Run first on each worker thread: one intra-op thread, and this thread alone pinned to
-    ``core`` (None: not pinned). Returns the cores the thread may run on, and why pinning
-    failed ("" when it did not)."""
-    torch.set_num_threads(THREADS)
-    failed = ""
-    if core is not None:
-        try:
-            os.sched_setaffinity(0, {core})  # pid 0: the calling thread only
-        except OSError as exc:
-            failed = f"pinning a thread to core {core} failed: {exc}"
-    return (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []), failed
+__all__ = ["SCHEDULE", "THREADS", "OverlapRun", "pearl_run"]
 
 
 def pearl_run(pair: ModelPair, config: RunConfig, cores: tuple[int, int] | None = None) -> OverlapRun:
     """Run greedy PEARL for real, the draft on ``cores[0]`` and the target on ``cores[1]``
-    (module docstring). ``config`` is copied, not changed; its gamma is PEARL's constant
-    draft length. Threads are gone and torch's thread count restored on return or raise.
-
-    Default cores: (0, 1); with a remote target (1, 0): its thread only waits for the
-    server, and a vLLM CPU server on this machine binds its worker to core 0 (its default
-    ``VLLM_CPU_OMP_THREADS_BIND=auto`` on 2 cores), so the draft takes the other one."""
-    if cores is None:
-        cores = (1, 0) if pair.remote is not None else (0, 1)
-    cfg = dataclasses.replace(config, mode="speculative", stop=list(config.stop))
-    _refuse(cfg)
-    prompt_ids = check(pair, cfg)
-    cfg.draft, cfg.target = pair.draft_name, pair.target_name
-    cfg.device, cfg.dtype = str(pair.device), pair.dtype
-    cfg.target_url = pair.remote.url if pair.remote is not None else ""
-    trace = Trace(config=cfg, prompt_ids=prompt_ids, eos_ids=list(pair.eos_ids))
-    cores = (int(cores[0]), int(cores[1]))
-    note = _why_not_pinned(cores)
-    pinned = not note
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    draft_ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specviz-pearl-draft")
-    target_ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specviz-pearl-target")
-    try:
-        placed = {"draft": draft_ex.submit(_settle, cores[0] if pinned else None),
-                  "target": target_ex.submit(_settle, cores[1] if pinned else None)}
-        worker_cores = {}
-        for lane, f in placed.items():
-            worker_cores[lane], failed = f.result()
-            note = note or failed
-        pinned = not note
-        _rounds(pair, trace, draft_ex, target_ex)
-    finally:
-        draft_ex.shutdown(wait=True, cancel_futures=True)
-        target_ex.shutdown(wait=True, cancel_futures=True)
-        torch.set_num_threads(before)
-
-    text = RunText(pair.tokenizer, prompt_ids)  # off the clock: wall_ms is already fixed
-    for rnd in trace.rounds:
-        rnd.proposed_text = text.pieces(rnd.proposed)
-        if rnd.correction is not None:
-            rnd.correction_text = text.pieces([rnd.correction], after=rnd.proposed[: rnd.accepted])[0]
-        rnd.emitted_text = text.commit(rnd.emitted)
-    trace.output_text = text.text
-    trace.finish()
-    return OverlapRun(trace, pinned, cores, THREADS, SCHEDULE, note, worker_cores)
+    (module docstring; default ``two_threads.default_cores``). ``config`` is copied, not
+    changed; its gamma is PEARL's constant draft length. Threads are gone and torch's thread
+    count restored on return or raise."""
+    trace = two_threads.new_trace(pair, config, "PEARL")
+    with two_threads.lanes(cores or two_threads.default_cores(pair), SCHEDULE) as lanes:
+        _rounds(pair, trace, lanes.draft, lanes.target)
+    return lanes.result(two_threads.finish_text(pair, trace), SCHEDULE)
 
 
 def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_ex: ThreadPoolExecutor) -> None:

@@ -54,10 +54,12 @@ FANOUT_LABELS = {"uniform": N_("uniform"), "geometric": N_("geometric"), "consta
 
 @dataclass
 class ParallelState:
-    """The run shown (``run_key``) and the last PEARL run for real: (``real_key``, its ``PearlRun``)."""
+    """The run shown (``run_key``), the last PEARL run for real: (``real_key``, its ``OverlapRun``),
+    and the last SSD run for real: (``parallel_real.ssd_key``, its ``RealVsSim``)."""
 
     run: tuple | None = None
     real: tuple | None = None
+    ssd: tuple | None = None
 
     def opens(self, key: tuple, seeded: bool) -> bool:
         """Another run than last time (or the widgets not seeded yet): it opens at its own γ and policy."""

@@ -4,6 +4,7 @@ target alone to divide by, and the replay under each schedule, into a ``Replay``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,7 @@ class Replay:
     waiting: set  # the schedules that miss a pass
     results: dict
     alone_tps: float | None
+    rtt_ms: float = 0.0  # network time added to every verify of the replays (a remote run's slider)
 
     @property
     def cfg(self) -> RunConfig:
@@ -87,10 +89,18 @@ def render_measure_button(pair: ModelPair, trace: Trace, ctx: int) -> tuple | No
         return None
 
 
-def render_settings() -> None:
-    """The replay's knobs (sidebar)."""
+RTT_MAX_MS = 2000  # the round-trip slider's end
+RTT_STEP_MS = 50
+
+
+def render_settings(remote: bool = False) -> None:
+    """The replay's knobs (sidebar); for a remote run, the network time added to every verify."""
     with st.sidebar:
         st.slider(_("γ · draft length"), 1, MAX_GAMMA, key="parallel_gamma")
+        if remote:
+            st.slider(_("Added round trip (ms)"), 0, RTT_MAX_MS, 0, RTT_STEP_MS, key="parallel_rtt",
+                      help=_("Network time added to every verify request of the replayed schedules, on top of "
+                             "the round trip the run measured (a server on this machine: its loopback)."))
         st.select_slider(_("SSD fan-out (branches per outcome)"), list(range(1, 9)), value=2, key="parallel_fanout")
         keep_choices("parallel_fanmode", "parallel_policy")
         st.segmented_control(_("SSD fan-out shape"), FANOUT_MODES, key="parallel_fanmode", required=True,
@@ -115,7 +125,7 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
     if not measured and same and pair.target is not None:
         if (got := render_measure_button(pair, trace, ctx)) is not None:
             costs, costs_note, measured = got
-    render_settings()
+    render_settings(remote=bool(cfg.target_url))
 
     settings = parallel.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
                                      fanout=ss["parallel_fanout"], fanout_mode=ss["parallel_fanmode"])
@@ -146,11 +156,31 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
         quick.start(to_measure)
     measuring = {name for name, points in missing.items() if points and points <= to_measure and quick.error is None}
     waiting = {name for name, points in missing.items() if points}
-    results = parallel.replay(trace, costs, settings)
+    rtt = float(ss.get("parallel_rtt") or 0) if cfg.target_url else 0.0
+    results = parallel.replay(trace, with_rtt(costs, rtt), settings)
     return Replay(trace=trace, pair=pair, same=same, costs=costs, costs_note=costs_note, measured=measured,
                   settings=settings, alone_run=alone_run, race_speedup=race_speedup, alone_what=alone_what,
                   quick=quick, needed=needed, to_measure=to_measure, measuring=measuring, waiting=waiting,
-                  results=results, alone_tps=alone_rate(alone_run, waiting, costs, len(trace.output_ids)))
+                  results=results, alone_tps=alone_rate(alone_run, waiting, with_rtt(costs, rtt), len(trace.output_ids)),
+                  rtt_ms=rtt)
+
+
+def with_rtt(costs, rtt_ms: float):
+    """``costs`` with ``rtt_ms`` more network before every target request."""
+    return dataclasses.replace(costs, network_ms=costs.network_ms + rtt_ms) if rtt_ms else costs
+
+
+def round_trip_sweep(r: Replay, step_ms: int = 100) -> tuple[list[float], dict[str, list[float]]]:
+    """PEARL's and SSD's speedup over serial with 0..RTT_MAX_MS of network added to every verify
+    (the replays at the page's settings; SSD only once its branch costs are known)."""
+    xs = [float(x) for x in range(0, RTT_MAX_MS + 1, step_ms)]
+    names = [n for n in ("pearl", "ssd") if n not in r.waiting]
+    ys: dict[str, list[float]] = {n: [] for n in names}
+    for x in xs:
+        res = parallel.replay(r.trace, with_rtt(r.costs, x), r.settings)
+        for n in names:
+            ys[n].append(res["serial"].wall_ms / res[n].wall_ms)
+    return xs, ys
 
 
 def render_measuring(r: Replay) -> None:
