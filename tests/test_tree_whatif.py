@@ -10,9 +10,8 @@ import pytest
 
 from specviz.record.errors import BadInput
 from specviz.record.run_trace import Trace
-from specviz.replay import latency, schedules
+from specviz.replay import latency, schedules, what_if
 from specviz.replay import tree_what_if as T
-from specviz.replay import what_if
 
 TRACES = Path(__file__).resolve().parent.parent / "assets" / "traces"
 GREEDY = sorted(p for p in [*TRACES.glob("*greedy.json"), *TRACES.glob("remote/*greedy.json")]
