@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from specviz.record.errors import BadInput
+from specviz.record.i18n import gettext_for
 from specviz.record.run_trace import Trace
 from specviz.replay import latency, schedules, what_if
 from specviz.replay import tree_what_if as T
@@ -63,7 +64,7 @@ def test_a_wider_first_level_never_accepts_less(path):
     tree = T.tree_what_if(trace, (4,) + T.chain(g - 1), own)
     assert len(tree.rounds) <= len(chain.rounds)
     assert tree.tokens_per_round >= chain.tokens_per_round
-    assert tree.verify_beyond_ms  # 4 + 4 (g - 1) + 1 tokens: wider than any verify the run timed
+    assert tree.extrapolated  # 4 + 4 (g - 1) + 1 tokens: wider than any verify the run timed
 
 
 def test_shape_2_1_by_hand():
@@ -130,6 +131,13 @@ def test_parse_shape():
         assert err.value.field == "tree_shape"
 
 
+def test_parse_shape_speaks_chinese():
+    with pytest.raises(BadInput) as err:
+        T.parse_shape("8,8", gettext_for("zh_CN"))
+    assert "节点" in str(err.value) and "72" in str(err.value)
+
+
+
 def test_labels_and_presets():
     assert T.chain(3) == (1, 1, 1)
     r = T.replay_tree(recorded([0, 0, 0]), (4, 2, 2, 1), costs(), 64)
@@ -182,3 +190,67 @@ def test_a_run_that_cannot_be_replayed():
         T.tree_what_if(Trace.load(TRACES / "prose-gamma4-sampled.json"), (2, 1), costs())
     with pytest.raises(BadInput, match="target-alone"):
         T.tree_what_if(Trace.load(TRACES / "prose-autoregressive-greedy.json"), (2, 1), costs())
+
+
+# --- the Replay page's tree what-if (AppTest on the tiny pair: no model is loaded) ---------------------
+
+
+@pytest.fixture
+def replay_page(app_tiny_only):
+    from streamlit.testing.v1 import AppTest
+
+    def open_page(run: str, lang: str | None = None) -> AppTest:
+        at = AppTest.from_file(str(TRACES.parent.parent / "pages" / "replay.py"), default_timeout=90)
+        if lang:
+            at.query_params["lang"] = lang
+        at.run()
+        at.selectbox(key="replay_source").set_value(f"Recorded: {run}").run()
+        assert not at.exception, at.exception
+        return at
+
+    return open_page
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_the_shape_chooser_draws_the_what_if(replay_page):
+    from specviz.ui import tree_whatif
+
+    at = replay_page("prose-gamma4-greedy")
+    assert at.text_input(key=tree_whatif.TEXT_KEY).value == tree_whatif.DEFAULT_SHAPE
+    trace = Trace.load(TRACES / "prose-gamma4-greedy.json")
+    costs, _, _ = tree_whatif.tree_costs(trace, tree_whatif.run_curve(trace))
+    want = T.compare(trace, T.parse_shape(tree_whatif.DEFAULT_SHAPE), costs)
+    assert metrics(at)["Estimated tok/s"] == f"{want.tree.tokens_per_second:.2f}"
+    assert metrics(at)["Tokens / round"] == f"{want.tree.tokens_per_round:.2f}"
+    fig = at.get("plotly_chart")[-1]
+    assert "tree 4,2,1,1" in fig.proto.spec
+    # bad input: a clear message, no figure of a wrong shape
+    charts = len(at.get("plotly_chart"))
+    at.text_input(key=tree_whatif.TEXT_KEY).set_value("4,9").run()
+    assert [e.value for e in at.error] == ["Each width must be from 1 to 8 (the draft's top candidates a run "
+                                           "records); got 9."]
+    assert len(at.get("plotly_chart")) == charts - 1
+    # a preset becomes the typed shape; "best" picks the best of the family for this run
+    at.button_group(key=tree_whatif.PRESET_KEY).set_value("4,2,2,1").run()
+    assert at.text_input(key=tree_whatif.TEXT_KEY).value == "4,2,2,1" and not at.error
+    at.button_group(key=tree_whatif.PRESET_KEY).set_value(tree_whatif.BEST).run()
+    best = T.best_shapes(trace, costs)[0]
+    assert at.text_input(key=tree_whatif.TEXT_KEY).value == T.shape_text(best.shape)
+    assert not at.exception, at.exception
+
+
+def test_a_sampling_run_says_why_not(replay_page):
+    at = replay_page("prose-gamma4-sampled")
+    assert any("cannot be replayed as a tree" in i.value and "sampling run" in i.value for i in at.info)
+    assert "Estimated tok/s" not in metrics(at)
+
+
+def test_the_what_if_in_chinese(replay_page):
+    at = replay_page("chinese-gamma4-greedy", lang="zh")
+    assert any("词元树" in m.value for m in at.markdown)
+    assert "估计词元/秒" in metrics(at)
+    at.text_input(key="tree_shape_text").set_value("8,8").run()
+    assert "节点" in at.error[0].value

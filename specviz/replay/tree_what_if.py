@@ -99,7 +99,7 @@ class TreeWhatIf:
     rounds: tuple[TreeRound, ...]
     tokens: int
     wall_ms: float
-    verify_beyond_ms: bool  # a verify pass wider than any the costs hold: extrapolated (LatencyModel.verify)
+    extrapolated: bool  # a verify pass or a draft read wider than any the costs hold: stretched (LatencyModel)
 
     @property
     def nodes(self) -> int:
@@ -208,7 +208,7 @@ def replay_tree(recorded: schedules.ReplayInput, shape: Sequence[int], costs: La
     settings = schedules.Settings(gamma=max(1, min(len(shape), schedules.MAX_GAMMA)), max_new_tokens=max_new_tokens,
                                   eos_ids=frozenset(eos_ids))
     run = schedules._Replay.of(recorded, costs, settings)  # the draft's greedy line: its EOS stops
-    widest = max(costs.verify_ms, default=0)
+    widest, reads = max(costs.verify_ms, default=0), max([1, *costs.draft_read_ms])
     rounds: list[TreeRound] = []
     p, wall, beyond, bonus, started = 0, 0.0, False, False, False
     while p < run.n:
@@ -229,6 +229,7 @@ def replay_tree(recorded: schedules.ReplayInput, shape: Sequence[int], costs: La
                 draft_ms += costs.draft_read(2) if bonus else costs.draft(1)
             else:
                 draft_ms += costs.draft_read(counts[d - 1])
+                beyond = beyond or counts[d - 1] > reads
         width = 1 + sum(counts)
         if rounds:
             verify_ms = costs.network_ms + costs.verify(width)
@@ -242,7 +243,7 @@ def replay_tree(recorded: schedules.ReplayInput, shape: Sequence[int], costs: La
         rounds.append(rnd)
         wall += rnd.ms
         p += emitted
-    return TreeWhatIf(shape=shape, rounds=tuple(rounds), tokens=run.n, wall_ms=wall, verify_beyond_ms=beyond)
+    return TreeWhatIf(shape=shape, rounds=tuple(rounds), tokens=run.n, wall_ms=wall, extrapolated=beyond)
 
 
 def tree_what_if(trace: Trace, shape: Sequence[int], costs: LatencyModel) -> TreeWhatIf:
