@@ -280,7 +280,8 @@ def tree_what_if_figure(chain, tree, height: int = 360, tr: Translator = N_) -> 
     for result, colour, pattern in ((chain, PENDING, "/"), (tree, ACCEPTED, "")):
         fig.add_trace(go.Bar(
             x=[r.index + 1 for r in result.rounds], y=[r.accepted for r in result.rounds], name=_rate(result, tr),
-            marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="#FFFFFF" if pattern else None)),
+            marker=dict(color=colour, line=dict(color=colour, width=1),
+                        pattern=dict(shape=pattern, fgcolor="#FFFFFF", fillmode="overlay") if pattern else None),
             customdata=[[r.start, r.emitted, "bonus" if r.bonus else "fix"] for r in result.rounds],
             hovertemplate=esc(result.label(tr)) + "<br>" + tr(N_("round %{x}: %{y} accepted, from token "
                                                                   "%{customdata[0]}")) + "<extra></extra>",

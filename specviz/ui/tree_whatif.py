@@ -91,13 +91,13 @@ def render_tree_what_if(trace: Trace) -> None:
     ss.setdefault(TEXT_KEY, DEFAULT_SHAPE)
     curve = run_curve(trace)
     costs, note, _measured = tree_costs(trace, curve)
-    left, right = st.columns([2, 3])
-    left.pills(_("Presets"), [*PRESETS, BEST], key=PRESET_KEY, on_change=_pick_preset,
+    left, right = st.columns([2, 3], vertical_alignment="bottom")
+    right.pills(_("Presets"), [*PRESETS, BEST], key=PRESET_KEY, on_change=_pick_preset,
                format_func=lambda p: _("best for this run") if p == BEST else p)
     if ss.get(PRESET_KEY) == BEST:
         best = T.best_shapes(trace, costs)[0]
         ss[TEXT_KEY] = T.shape_text(best.shape)
-    right.text_input(_("Tree shape: the width at each depth"), key=TEXT_KEY,
+    left.text_input(_("Tree shape: the width at each depth"), key=TEXT_KEY,
                      help=_("Widths separated by commas, from the root down: 4,2,2,1 gives the root 4 children, "
                             "each of those 2, and so on. 1,1,1,1 is a chain of 4."))
     shape, error = shape_choice(ss[TEXT_KEY])
@@ -117,8 +117,7 @@ def render_tree_what_if(trace: Trace) -> None:
                    help=_("One target pass over the tree's {n} nodes and the root; the chain's over {k} tokens: "
                           "{chain_ms}.").format(n=tree.nodes, k=chain.nodes + 1,
                                                  chain_ms=F.fmt_ms(costs.verify(chain.nodes + 1), _)))
-    cols[3].metric(_("Estimated tok/s"), f"{tree.tokens_per_second:.2f}", f"×{cmp.speedup:.2f}",
-                   delta_color="normal" if cmp.speedup >= 1 else "inverse",
+    cols[3].metric(_("Estimated tok/s"), f"{tree.tokens_per_second:.2f}", f"{cmp.speedup - 1:+.0%}",
                    help=_("The tree's estimated tokens per second, and its ratio to the chain's."))
     best = T.best_shapes(trace, costs)[0]
     st.caption(_("Best static shape for this run among the presets and the chains of γ = 1 to 8: {shape}, "
