@@ -241,7 +241,7 @@ def tree_figure(rnd: Round, upto_step: int | None = None, root_text: str = "", h
         height=height or max(MIN_HEIGHT, min(MAX_HEIGHT, 70 + ROW_PX * leaves)),
         margin=dict(l=8, r=8, t=28 if phase == "verify" else 8, b=48),
         font=dict(size=FONT_SIZE), showlegend=False, hovermode="closest",
-        plot_bgcolor=CHIP,
+        plot_bgcolor=CHIP,  # a light panel on both themes: the chips and the Okabe-Ito marks read on it
     )
     fig.update_xaxes(range=[-0.5, columns + 0.5], tickvals=list(range(columns + 1)), ticktext=ticks,
                      showgrid=False, zeroline=False, title=dict(text=esc(tr(N_("depth: one draft pass each"))),
