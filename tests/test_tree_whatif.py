@@ -254,3 +254,31 @@ def test_the_what_if_in_chinese(replay_page):
     assert "估计词元/秒" in metrics(at)
     at.text_input(key="tree_shape_text").set_value("8,8").run()
     assert "节点" in at.error[0].value
+
+
+def test_a_stretched_draft_read_costs_at_most_one_pass_per_node():
+    """A float32 run's two-token read is slow (oneDNN), so stretching it to 8 nodes would charge
+    more than 8 one-token passes: the replay charges at most that."""
+    slow = latency.LatencyModel(draft_ms={1: 100.0}, verify_ms={1: 100.0}, draft_read_ms={2: 300.0})
+    result = T.replay_tree(recorded([0, 0, 0, 0, 0, 0]), (8, 1), slow, 64)
+    assert slow.draft_read(8) == 1500.0
+    assert result.rounds[1].draft_ms == pytest.approx(300.0 + 8 * 100.0)  # after a bonus: the 2-token read
+
+
+def test_tree_costs_fall_back_on_the_reference_curve(monkeypatch):
+    """No measured costs and no curve: the verify passes wider than the run made follow the shape
+    of the reference machine's curve in the run's dtype (docs/design.md), at the run's level."""
+    from specviz.analysis import theory
+    from specviz.ui import tree_whatif
+
+    trace = Trace.load(TRACES / "prose-gamma4-greedy.json")
+    own = latency.from_trace(trace)
+    monkeypatch.setattr(tree_whatif, "schedule_costs", lambda t: (own, "from the run.", False))
+    costs, note, measured = tree_whatif.tree_costs(trace, None, tr=lambda m: m)
+    ref = theory.REFERENCE_TARGET_MS["float32"]
+    assert not measured and "reference machine" in note
+    assert costs.verify(9) == pytest.approx(own.verify(5) * ref[9] / ref[5])
+    curve = latency.LatencyModel(draft_ms={1: 1.0}, verify_ms={1: 10.0, 5: 10.0, 33: 20.0})
+    costs, note, measured = tree_whatif.tree_costs(trace, curve, tr=lambda m: m)
+    assert measured and "this machine's measured cost curve" in note
+    assert costs.verify(33) == pytest.approx(own.verify(5) * 2)

@@ -19,7 +19,9 @@ cost curve):
 * the draft makes one pass per depth: pass 1 reads the root (two tokens after a bonus: the
   last accepted node, never fed to the draft, and the bonus; ``draft_read(2)``), pass d >= 2
   reads the frontier, the n_{d-1} nodes of depth d - 1, in one sequence with a tree mask
-  (``draft_read(n_{d-1})``); the first pass of the run is the draft's prefill;
+  (``draft_read(n_{d-1})``, and never more than n_{d-1} one-token passes: where the costs
+  stretch a read past what was timed, e.g. from a float32 run's slow two-token pass, that bound
+  holds it); the first pass of the run is the draft's prefill;
 * the target verifies all N nodes and the root in one pass: ``verify(N + 1)`` (the prefill
   in the first round), after ``network_ms`` for a remote target;
 * ``overhead_ms`` of bookkeeping per round.
@@ -228,7 +230,7 @@ def replay_tree(recorded: schedules.ReplayInput, shape: Sequence[int], costs: La
             elif d == 0:
                 draft_ms += costs.draft_read(2) if bonus else costs.draft(1)
             else:
-                draft_ms += costs.draft_read(counts[d - 1])
+                draft_ms += min(costs.draft_read(counts[d - 1]), counts[d - 1] * costs.draft(1))
                 beyond = beyond or counts[d - 1] > reads
         width = 1 + sum(counts)
         if rounds:

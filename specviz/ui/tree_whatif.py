@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specviz import figures as F
+from specviz.analysis import theory
 from specviz.figures import tree as FT
 from specviz.measure import forward_costs as C
 from specviz.record.errors import BadInput
@@ -45,20 +46,35 @@ def shape_choice(text: str, tr: Translator = _) -> tuple[tuple[int, ...] | None,
         return None, str(exc)
 
 
+def reference_curve(dtype: str) -> latency.LatencyModel | None:
+    """The reference machine's verify curve in ``dtype`` (docs/design.md's Measured timings: the
+    target at 1, 5 and 9 tokens, ``theory.REFERENCE_TARGET_MS``), or None for another dtype."""
+    ref = theory.REFERENCE_TARGET_MS.get(dtype)
+    return latency.LatencyModel(draft_ms={1: 1.0}, verify_ms=dict(ref), source="reference",
+                                meta={"dtype": dtype}) if ref else None
+
+
 def tree_costs(trace: Trace, curve: latency.LatencyModel | None = None,
                tr: Translator = _) -> tuple[latency.LatencyModel, str, bool]:
     """The costs to time the what-if with, a sentence saying where they come from, and whether
     they are measured on this machine: the run's schedule costs (``schedule_costs``: this
     machine's measured passes at the run's context when cached, else the run's own); where only
-    the run's own, its passes wider than it made come from ``curve`` (this machine's cost curve
-    for the run's pair, device and dtype) when there is one."""
+    the run's own, its verify passes wider than it made come from ``curve`` (this machine's cost
+    curve for the run's pair, device and dtype) when there is one, else from the shape of the
+    reference machine's curve (``reference_curve``), scaled to the run's own passes."""
     costs, note, measured = schedule_costs(trace)
-    if not measured and curve is not None:
-        costs = T.with_curve(costs, curve)
+    if measured:
+        return costs, note, measured
+    if curve is not None:
         note += " " + tr(N_("Passes wider than the run made: this machine's measured cost curve, scaled to the "
                             "run's own passes."))
-        measured = True
-    return costs, note, measured
+        return T.with_curve(costs, curve), note, True
+    if (ref := reference_curve(trace.config.dtype)) is not None:
+        note += " " + tr(N_("Verify passes wider than the run made: the shape of the reference machine's verify "
+                            "curve in {dtype} (docs/design.md: 1, 5 and 9 tokens), scaled to the run's own "
+                            "passes.")).format(dtype=trace.config.dtype)
+        costs = T.with_curve(costs, ref)
+    return costs, note, False
 
 
 def run_curve(trace: Trace) -> latency.LatencyModel | None:
