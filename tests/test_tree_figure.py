@@ -168,3 +168,14 @@ def test_what_if_figure():
     assert tree.name.startswith("tree 4,2,1,1 (28 nodes) · ")
     assert chain.marker.pattern.shape == "/"  # not colour alone
     assert f"×{cmp.speedup:.2f}" in fig.layout.annotations[0].text
+
+
+def test_root_text_is_the_last_token_the_round_before_emitted():
+    rnd = greedy_round()
+    assert FT.root_text(None) == ""
+    assert FT.root_text(rnd) == "left"  # its fix
+    bonus = sampling_round()
+    assert FT.root_text(bonus) == "一个"
+    cut = greedy_round()
+    cut.emitted = [11, 21]  # stopped before its fix: its last accepted token
+    assert FT.root_text(cut) == "("

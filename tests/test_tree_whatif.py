@@ -282,3 +282,22 @@ def test_tree_costs_fall_back_on_the_reference_curve(monkeypatch):
     costs, note, measured = tree_whatif.tree_costs(trace, curve, tr=lambda m: m)
     assert measured and "this machine's measured cost curve" in note
     assert costs.verify(33) == pytest.approx(own.verify(5) * 2)
+
+
+@pytest.mark.parametrize("path", GREEDY[:6], ids=lambda p: p.stem)
+def test_check_static_tree_on_a_chain_run(path):
+    """A chain run is the static tree [1] * γ: its check passes, with its shape given or not."""
+    import dataclasses
+
+    trace = Trace.load(path)
+    own = latency.from_trace(trace)
+    check = T.check_static_tree(trace, own)
+    assert check.ok and check.rounds_match and abs(check.wall_error) < 1e-6
+    shaped = dataclasses.replace(trace, config=dataclasses.replace(trace.config, tree_shape=[1] * trace.config.gamma))
+    assert T.check_static_tree(shaped, own).ok
+    wide = [2] + [1] * (trace.config.gamma - 1)
+    wider = dataclasses.replace(trace, config=dataclasses.replace(trace.config, tree_shape=wide))
+    assert not T.check_static_tree(wider, own).rounds_match  # a wider tree accepts more than the run did
+    dynamic = dataclasses.replace(trace, config=dataclasses.replace(trace.config, tree_nodes=16))
+    with pytest.raises(BadInput, match="dynamic tree"):
+        T.check_static_tree(dynamic, own)

@@ -157,6 +157,17 @@ STYLE = {  # kind -> (text colour, border colour, border width, opacity)
 }
 
 
+def root_text(previous: Round | None) -> str:
+    """The root's text for ``tree_figure``: the last token the round before emitted (its fix or
+    bonus, else its last accepted token); "" for the first round (the prompt's end)."""
+    if previous is None or not previous.emitted:
+        return ""
+    if len(previous.emitted) > previous.accepted and previous.correction is not None:
+        return previous.correction_text
+    return previous.proposed_text[len(previous.emitted) - 1] if len(previous.emitted) <= len(previous.proposed_text) \
+        else ""
+
+
 def tree_figure(rnd: Round, upto_step: int | None = None, root_text: str = "", height: int | None = None,
                 tr: Translator = N_) -> go.Figure:
     """One tree round (``rnd.tree`` not empty) as a tree, at ``upto_step`` (module docstring).

@@ -291,6 +291,22 @@ def best_shapes(trace: Trace, costs: LatencyModel,
     return sorted(results, key=lambda r: (r.wall_ms, r.nodes))
 
 
+def check_static_tree(trace: Trace, costs: LatencyModel) -> parallel.SerialCheck:
+    """A real run with a static tree (``RunConfig.tree_shape``; a chain run counts as the tree
+    [1] * γ) against its what-if under the same shape, round by round: the same accepted and
+    emitted counts (``rounds_match``) and the wall time (``wall_error``). For the engine's tests:
+    on the tiny pair in float32 the rounds must match exactly."""
+    cfg = trace.config
+    if cfg.tree_nodes and not cfg.tree_shape:
+        raise BadInput("a dynamic tree (tree_nodes) is not a static shape: the what-if replays static shapes",
+                       "tree_shape")
+    shape = tuple(cfg.tree_shape) or chain(cfg.gamma)
+    sim = tree_what_if(trace, shape, costs)
+    real = [(r.accepted, len(r.emitted)) for r in trace.rounds]
+    replayed = [(r.accepted, r.emitted) for r in sim.rounds]
+    return parallel.SerialCheck(len(trace.rounds), len(sim.rounds), real == replayed, trace.wall_ms, sim.wall_ms)
+
+
 def with_curve(costs: LatencyModel, curve: LatencyModel) -> LatencyModel:
     """``costs`` (a run's own passes) with the passes it never made, wider than its widest verify
     and draft read, taken from ``curve`` (this machine's measured cost curve for the pair, at
