@@ -5,6 +5,7 @@ import streamlit as st
 
 from specviz import ui
 from specviz.ui import replay_page as page
+from specviz.ui import tree_whatif
 from specviz.ui.lang import language_switch
 
 ui.page_chrome()
@@ -19,3 +20,4 @@ if state.trace is None:
 page.replay_controls(state)
 ui.sidebar_pair()
 page.render_replay_page(state)
+tree_whatif.render_tree_what_if(state.trace)  # a greedy run: what a token tree would have accepted

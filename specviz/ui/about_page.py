@@ -3,7 +3,8 @@
 For someone who has never heard of speculative decoding: what the draft produces, why one
 verify pass can check many tokens, why each model waits, why acceptance depends on the text
 (with the recorded runs' own rates and tokens), what α and c are, why γ has a best value,
-why the output is the target's own, when it does not help, and what PEARL and SSD change.
+why the output is the target's own, when it does not help, what PEARL and SSD change, and why
+token trees pay here (``tree_cost_text``, ``render_trees``).
 
 ``about_state`` gathers what the page quotes (this machine's verify curve, the recorded runs of
 the default pair); the pure functions write the paragraphs that quote it (``fp32_text``,
@@ -113,6 +114,54 @@ def why_text_paragraphs(runs: dict[str, Trace], tr: Translator = _) -> list[str]
     return paragraphs
 
 
+def tree_cost_text(curve: LatencyModel | None, tr: Translator = _) -> str:
+    """Why a token tree pays in bfloat16 here and not in float32: the verify pass's cost at 1 and 9
+    tokens on the reference machine of docs/design.md, and on this machine at 1 and 17 tokens
+    (a tree of 16 nodes and its root) when its verify-cost curve is measured."""
+    ref = theory.REFERENCE_TARGET_MS
+    text = tr(N_("**Why it pays in bfloat16 here, and not in float32.** In bfloat16 the verify pass is memory-bound: "
+                 "on the reference machine of docs/design.md the default pair's target took {b1:.0f} ms for 1 token "
+                 "and {b9:.0f} ms for 9, so a tree's extra nodes ride along almost free. In float32 the same pass is "
+                 "compute-bound: {f1:.0f} ms for 1 token, {f5:.0f} ms for 5, {f9:.0f} ms for 9 ({ratio:.1f} times "
+                 "one), and a tree of 16 nodes costs several one-token passes: its extra guesses rarely win back "
+                 "what they cost.")).format(b1=ref["bfloat16"][1], b9=ref["bfloat16"][9], f1=ref["float32"][1],
+                                            f5=ref["float32"][5], f9=ref["float32"][9],
+                                            ratio=ref["float32"][9] / ref["float32"][1])
+    if curve is not None:
+        text += " " + tr(N_("On this machine ({dtype}, measured on the Cost curve page): {t17} for 17 tokens, a "
+                            "tree of 16 nodes and its root, against {t1} for 1.")).format(
+            dtype=curve.meta.get("dtype", "?"), t17=fmt_ms(curve.verify(17), tr), t1=fmt_ms(curve.verify(1), tr))
+    return text
+
+
+def render_trees(state: AboutState) -> None:
+    """Token trees: why a tree, why it pays in bf16 and at batch 1, what EAGLE, Medusa and Sequoia add."""
+    section(_("Token trees: more than one guess per position"),
+            _("**Why a tree.** A chain spends the verify pass on one guess per position: when the draft's first "
+              "choice is wrong, the round ends there, even if its second choice was right. A **token tree** gives "
+              "each position several guesses where the draft is unsure: every node gets the draft's most probable "
+              "tokens as children, and the target checks all the nodes in its one verify pass, each node seeing "
+              "only its own ancestors (a tree attention mask). The target then follows its own choice down the tree "
+              "as long as a child matches: one path is accepted, the other branches are thrown away. The verify "
+              "pass had spare width, and the tree fills it. A chain of γ is the tree of width 1."),
+            tree_cost_text(state.curve),
+            _("**Why at batch 1, and less on a busy server.** The spare width is there because one sequence's few "
+              "tokens do not fill the machine: the verify-cost curve stays flat up to a knee, then climbs (the Cost "
+              "curve page draws it). At batch 1 a tree of tens of nodes sits below the knee. A busy server already "
+              "verifies many sequences in each pass; batch × nodes passes the knee sooner, every node then costs "
+              "real compute, and trees must shrink to pay."),
+            _("**What EAGLE, Medusa and Sequoia add.** **Medusa** puts extra decoding heads on the target itself, "
+              "each guessing one position further ahead, and verifies their combinations in a fixed tree. "
+              "**EAGLE** drafts with a light learned head that reads the target's own hidden states, far more often "
+              "right than a separate small model; **EAGLE-2** grows the tree as it drafts, expanding the nodes with "
+              "the highest cumulative draft probability. **Sequoia** chooses the tree's shape by dynamic "
+              "programming, from the acceptance measured at each position and the hardware's cost curve. specviz "
+              "builds its trees from the plain draft model, as SpecInfer and EAGLE-2 do; the Replay page shows what "
+              "a tree of any shape would have accepted on a greedy run."))
+    st.page_link("pages/replay.py", label=_("Replay: what a token tree would have accepted on your run"),
+                 icon=":material/account_tree:")
+
+
 # --- drawing -----------------------------------------------------------------------------------
 
 def section(title: str, *paragraphs: str) -> None:
@@ -184,6 +233,8 @@ def render_left(state: AboutState) -> None:
         "block is ready at once. The Parallel page shows both on your own run."))
     st.page_link("pages/parallel.py", label=_("Parallel: PEARL and SSD on your own run"),
                  icon=":material/view_week:")
+
+    render_trees(state)
 
     st.markdown("#### " + _("At the projector"))
     keys = SHORTCUTS
