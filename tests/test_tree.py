@@ -255,3 +255,19 @@ def test_a_remote_target_verifies_chains_only():
 
     with pytest.raises(BadInput, match="chain only"):
         check_remote(dataclasses.replace(make_config(tree_nodes=8), target_url="http://127.0.0.1:1"))
+
+
+@pytest.mark.parametrize("shape", [[2, 1], [4, 2, 2, 1], [3, 3], [1, 1, 1]])
+def test_the_tree_what_if_replays_a_real_static_tree_round_for_round(tiny_pair, shape):
+    """The what-if from a chain run's draft ranks (specviz/replay/tree_what_if.py) against the
+    engine running that static tree for real: the same rounds, exactly (fp32, tiny pair)."""
+    from specviz.replay import tree_what_if as W
+    from specviz.replay import what_if
+
+    kw = dict(prompt="The quick brown fox jumps over", max_new_tokens=48)
+    real = run_sd(tiny_pair, tree_shape=shape, **kw)
+    check = W.check_static_tree(real, what_if.costs_for(real, None))
+    assert check.rounds_match, (check, [(r.accepted, len(r.emitted)) for r in real.rounds])
+    chain = run_sd(tiny_pair, gamma=4, **kw)
+    sim = W.tree_what_if(chain, tuple(shape), what_if.costs_for(chain, None))
+    assert [(r.accepted, r.emitted) for r in sim.rounds] == [(r.accepted, len(r.emitted)) for r in real.rounds]

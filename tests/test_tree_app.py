@@ -76,3 +76,13 @@ def test_a_share_link_carries_the_tree(monkeypatch):
     assert not bad.exception
     text = " ".join(w.value for w in bad.warning) + " ".join(m.value for m in bad.markdown)
     assert "forest" in text and "99" in text
+
+
+def test_a_tree_run_draws_its_last_rounds_tree(app):
+    app.segmented_control(key="draft_shape").set_value("tree").run()
+    app.button(key="step").click().run()
+    assert not app.exception, app.exception
+    rnd = app.session_state["live"].trace.rounds[-1]
+    assert rnd.tree
+    titles = [c.proto.spec for c in app.get("plotly_chart")]
+    assert any(n.text in spec for spec in titles for n in rnd.tree if n.text.strip()), "the tree figure is drawn"

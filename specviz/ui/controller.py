@@ -150,6 +150,7 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
         view.strip(tr.rounds, plain=tr.output_text if state.sd_done else None)
     else:
         view.strip([])
+    view.tree(tr)
     view.stats(tr, _prev_row(state), contention_note(tr))
     view.charts(tr)
     view.race(state)

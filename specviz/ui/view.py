@@ -26,6 +26,7 @@ from specviz.analysis import metrics as M
 from specviz.analysis import theory
 from specviz.analysis.compare import compare, explain, stop_reason_text  # noqa: F401  (stop_reason_text: the controller's)
 from specviz.figures import exports
+from specviz.figures import tree as FT
 from specviz.figures.history import delta_label
 from specviz.record.i18n import N_, Translator, translate_known
 from specviz.record.run_trace import Trace, rounds_text, trace_at, trace_upto
@@ -60,6 +61,7 @@ class RunView:
         self.status_ph = st.empty()
         st.html(F.legend_html(tr=_))
         self.strip_ph = st.empty()
+        self.tree_ph = st.empty()  # a tree round's tree, under the strip
         with st.container(key="sv-output"):  # the key gives CSS and the browser test a handle
             self.output_ph = st.empty()
         tl, stats = st.columns([3, 1.45], vertical_alignment="top")
@@ -101,6 +103,20 @@ class RunView:
         scrolled to its newest tokens; False, at its first line."""
         self.strip_ph.html(F.token_strip_html(rounds, live, phase, shown, tr=_, follow=follow))
         self.output(plain if plain is not None else rounds_text(rounds))
+
+    def tree(self, trace: Trace | None, rnd=None, upto_step: int | None = None) -> None:
+        """The token tree of ``rnd`` (default: the trace's last round) at ``upto_step`` (figures.tree),
+        or nothing when that round drafted a chain."""
+        rounds = trace.rounds if trace is not None else []
+        rnd = rnd if rnd is not None else (rounds[-1] if rounds else None)
+        if rnd is None or not rnd.tree:
+            self.tree_ph.empty()
+            return
+        prev = rounds[rnd.index - 1] if 0 < rnd.index <= len(rounds) else None
+        with self.tree_ph.container():
+            st.plotly_chart(FT.tree_figure(rnd, upto_step, root_text=FT.root_text(prev), tr=_),
+                            key=self._key("tree"), config={"displayModeBar": False})
+            st.caption(FT.tree_caption(rnd, upto_step, _))
 
     def output(self, text: str) -> None:
         """The whole output as plain text: wrapped, scrollable past a bounded height, with a copy button."""
@@ -371,7 +387,13 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
     real_ms = max(rnd.end_ms - rnd.start_ms, 1e-3)
     badge = _("slow motion ×{factor}").format(factor=f"{max(1, round(total * 1000 / real_ms)):,}")
     note = _("this round took {time} of real engine time; all timings shown are real").format(time=F.fmt_ms(real_ms, _))
-    if n:
+    if rnd.tree:  # a tree grows one draft pass at a time, then the verify lights, then the path
+        view.status(F.round_caption(rnd, "draft", tr=_), badge, "sv-slow", note)
+        steps = FT.tree_steps(rnd)
+        for s in range(1, steps - 1):
+            view.tree(trace, rnd, s)
+            view.wait(per_tok)
+    elif n:
         view.status(F.round_caption(rnd, "draft", tr=_), badge, "sv-slow", note)
         for i in range(1, n + 1):
             view.strip(prior, rnd, "draft", i)
@@ -379,10 +401,13 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
         view.timeline(trace_at(trace, rnd.index, "draft"))  # the draft's bars; the target waits
     view.status(F.round_caption(rnd, "verify", tr=_) if n else F.round_caption(rnd, tr=_), badge, "sv-slow", note)
     view.strip(prior, rnd, "verify")
+    if rnd.tree:
+        view.tree(trace, rnd, FT.tree_steps(rnd) - 1)
     view.timeline(trace_at(trace, rnd.index, "verify"))  # the one verify pass; the draft waits
     view.wait(verify_s)
     view.status(F.round_caption(rnd, tr=_), badge, "sv-slow", note)
     view.strip(prior + [rnd])
+    view.tree(trace, rnd)
     view.stats(upto)
     view.charts(upto)
     view.wait(hold_s)
