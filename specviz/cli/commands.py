@@ -94,7 +94,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     """How a run drafts, samples and stops: choices from the engine's registries."""
     from specviz.engine.drafters import DRAFTERS
     from specviz.models.draft_head import SIZES
-    from specviz.record.limits import QUANTS
+    from specviz.record.limits import MAX_TREE_NODES, QUANTS
     from specviz.record.policies import POLICIES
 
     p.add_argument("--policy", default="constant", choices=list(POLICIES))
@@ -109,8 +109,6 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    from specviz.record.limits import MAX_TREE_NODES
-
     p.add_argument("--tree", type=int, default=0, metavar="N",
                    help=f"draft a token tree of at most N nodes (1..{MAX_TREE_NODES}) and verify it in one pass, "
                         "growing it where the draft is most sure (EAGLE-2); 0 = a chain of gamma tokens")
