@@ -9,6 +9,7 @@ import unicodedata
 import pytest
 
 from specviz.cli import commands as cli
+from specviz.record.errors import BadInput
 from specviz.record.run_config import SUMMARY_KEYS
 from specviz.record.run_trace import Round, Trace
 
@@ -128,6 +129,41 @@ def test_unknown_model_exits_2(tmp_path, capsys):
                    "--target", str(tmp_path / "nope2")])
     assert rc == 2
     assert "unknown model or file" in capsys.readouterr().err
+
+
+COMMAND_LINES = {
+    "generate": ["generate", *TINY, "--prompt", "x"],
+    "compare": ["compare", *TINY, "--prompt", "x"],
+    "schedules": ["schedules", *TINY, "--prompt", "x"],
+    "sweep": ["sweep", *TINY, "--prompt", "x", "--gammas", "1-2"],
+    "overlap": ["overlap", *TINY, "--schedule", "ssd", "--prompt", "x"],
+    "cost-curve": ["cost-curve", *TINY, "--json", "{tmp}/curve.json"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMAND_LINES))
+@pytest.mark.parametrize("raised, rc, said", [
+    (KeyboardInterrupt, 130, "specviz: interrupted"),
+    (lambda: BadInput("the pair is broken"), 2, "specviz: error: the pair is broken"),
+])
+def test_every_command_says_an_interrupt_or_a_bad_input_in_one_line(command, raised, rc, said, monkeypatch, capsys,
+                                                                  tmp_path):
+    def load(*_a, **_k):
+        raise raised()
+
+    monkeypatch.setattr(cli, "_load", load)
+    assert cli.main([a.format(tmp=tmp_path) for a in COMMAND_LINES[command]]) == rc
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == said and "Traceback" not in err
+
+
+def test_validate_says_an_interrupt_in_one_line(tmp_path, monkeypatch, capsys):
+    def load(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trace, "load", load)
+    assert cli.main(["validate", str(tmp_path / "a.json")]) == 130
+    assert capsys.readouterr().err.strip() == "specviz: interrupted"
 
 
 @pytest.mark.slow

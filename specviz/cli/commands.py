@@ -585,17 +585,14 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
                 bar = None
         _sweep_report(result, style, args)
         return 0
-    except SpecvizError as exc:
-        print(f"specviz: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        if latest:
-            latest[0].stopped = True
-            _sweep_report(latest[0], style, args)
-        print("specviz: interrupted" + (": the table and the JSON hold the runs measured so far" if latest else ""),
-              file=sys.stderr)
+        if not latest:
+            raise
+        latest[0].stopped = True
+        _sweep_report(latest[0], style, args)
+        print("specviz: interrupted: the table and the JSON hold the runs measured so far", file=sys.stderr)
         return 130
 
 
@@ -639,9 +636,6 @@ def _validate(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             trace = Trace.load(path)
-        except KeyboardInterrupt:
-            print("specviz: interrupted", file=sys.stderr)
-            return 130
         except BadTrace as exc:
             bad += 1
             problems = [message for _field, message in exc.problems]
@@ -694,20 +688,13 @@ def _overlap(args: argparse.Namespace, style: Style) -> int:
     from specviz.measure.real_vs_sim import real_vs_simulated
     from specviz.record.validate import check_settings
 
-    try:
-        config = RunConfig(prompt=args.prompt, chat=not args.raw, gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-        check_settings(config)
-        if args.fanout is not None and args.fanout < 1:
-            raise BadInput("--fanout must be at least 1", "fanout")
-        pair = _load(args, style)
-        result = real_vs_simulated(pair, config, args.schedule, args.fanout, args.fanout_mode, args.max_branches,
-                                   cores=tuple(args.cores) if args.cores else None, warm_up=True)
-    except SpecvizError as exc:
-        print(f"specviz: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("specviz: interrupted", file=sys.stderr)
-        return 130
+    config = RunConfig(prompt=args.prompt, chat=not args.raw, gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    check_settings(config)
+    if args.fanout is not None and args.fanout < 1:
+        raise BadInput("--fanout must be at least 1", "fanout")
+    pair = _load(args, style)
+    result = real_vs_simulated(pair, config, args.schedule, args.fanout, args.fanout_mode, args.max_branches,
+                               cores=tuple(args.cores) if args.cores else None, warm_up=True)
     print(format_overlap(result))
     if args.json:
         _write_json(args.json, result.to_dict())
@@ -747,42 +734,46 @@ def format_overlap(result) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    style = Style(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    if args.command == "sweep":
-        return _sweep(args, style)
-    if args.command == "validate":
-        return _validate(args)
-    if args.command == "overlap":
-        return _overlap(args, style)
+def _decode(args: argparse.Namespace, style: Style) -> int:
+    """``specviz generate``, ``compare`` and ``schedules``: one run on the pair (a race for
+    compare; the replayed schedules for schedules)."""
     from specviz.engine.decode import speculative
     from specviz.record.validate import check_remote, check_settings
 
-    try:
-        if args.command == "cost-curve":
-            return _cost_curve(args, style)
-        config = _config(args)
-        check_settings(config)  # fail on bad settings before a minute of model loading
-        if args.target_url is not None:
-            check_remote(config)
-            if args.command == "schedules" and args.costs == "measured":
-                raise BadInput("with a remote target the costs cannot be measured here: use --costs trace", "costs")
-        pair = _load(args, style)
-        if args.command == "compare":
-            _compare(pair, config, style, args)
-            return 0
-        if args.command == "schedules":
-            _schedules(pair, config, style, args)
-            return 0
-        sd = _stream(speculative(pair, config), style, args.quiet)
-        print("\n" + sd.output_text)
-        print("\n" + format_summary(sd.summary, "speculative decoding"))
-        if note := _contention_note(sd):
-            print("  " + style.dim(note))
-        if args.json:
-            _write_json(args.json, sd.to_dict())
+    config = _config(args)
+    check_settings(config)  # fail on bad settings before a minute of model loading
+    if args.target_url is not None:
+        check_remote(config)
+        if args.command == "schedules" and args.costs == "measured":
+            raise BadInput("with a remote target the costs cannot be measured here: use --costs trace", "costs")
+    pair = _load(args, style)
+    if args.command == "compare":
+        _compare(pair, config, style, args)
         return 0
+    if args.command == "schedules":
+        _schedules(pair, config, style, args)
+        return 0
+    sd = _stream(speculative(pair, config), style, args.quiet)
+    print("\n" + sd.output_text)
+    print("\n" + format_summary(sd.summary, "speculative decoding"))
+    if note := _contention_note(sd):
+        print("  " + style.dim(note))
+    if args.json:
+        _write_json(args.json, sd.to_dict())
+    return 0
+
+
+COMMANDS = {"sweep": _sweep, "validate": lambda args, style: _validate(args), "overlap": _overlap,
+            "cost-curve": _cost_curve}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``specviz`` command. A bad input (SpecvizError) is one line and exit 2, Ctrl-C exit 130,
+    for every subcommand alike (sweep first keeps and prints the runs it measured)."""
+    args = build_parser().parse_args(argv)
+    style = Style(color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    try:
+        return COMMANDS.get(args.command, _decode)(args, style)
     except SpecvizError as exc:
         print(f"specviz: error: {exc}", file=sys.stderr)
         return 2
