@@ -156,25 +156,26 @@ def test_the_verify_pass_reads_the_pending_tokens_then_every_node(tree_run):
 def test_chain_accepts_what_a_real_chain_accepts_from_the_same_prefix(tiny_pair):
     """Greedy: a static tree whose first child at each depth is the draft's top token: the chain of those
     first children accepts, from the same prefix, exactly what a real chain run of the same depth accepts."""
-    kw = dict(prompt=PROMPT, max_new_tokens=48)
-    tree = run_sd(tiny_pair, tree_shape=[3, 2, 2, 1], **kw)
-    chain = run_sd(tiny_pair, gamma=4, **kw)
-    assert tree.output_ids == chain.output_ids  # both the target's own greedy output
-    starts = {}
-    at = 0
-    for r in chain.rounds:
-        starts[at] = r
-        at += len(r.emitted)
-    at, compared, differ = 0, 0, 0
-    for r in tree.rounds:
-        c = starts.get(at)
-        if r.tree and c is not None and c.gamma == 4 and len(c.emitted) == c.accepted + 1:
-            j = tst.chain_accepts(r, greedy=True)
-            assert j == c.accepted, (r.index, j, c.accepted)
-            compared += 1
-            differ += r.accepted > j
-        at += len(r.emitted)
-    assert compared >= 2 and differ >= 1  # the tree kept more than the chain somewhere
+    compared, differ = 0, 0
+    for prompt in (PROMPT, "Hello world", "def fib(n):\n    return"):
+        kw = dict(prompt=prompt, max_new_tokens=48)
+        tree = run_sd(tiny_pair, tree_shape=[3, 2, 2, 1], **kw)
+        chain = run_sd(tiny_pair, gamma=4, **kw)
+        assert tree.output_ids == chain.output_ids  # both the target's own greedy output
+        starts, at = {}, 0
+        for r in chain.rounds:
+            starts[at] = r
+            at += len(r.emitted)
+        at = 0
+        for r in tree.rounds:
+            c = starts.get(at)
+            if r.tree and r.gamma == 4 and c is not None and c.gamma == 4 and len(c.emitted) == c.accepted + 1:
+                j = tst.chain_accepts(r, greedy=True)
+                assert j == c.accepted, (prompt, r.index, j, c.accepted)
+                compared += 1
+                differ += r.accepted > j
+            at += len(r.emitted)
+    assert compared >= 3 and differ >= 1  # the tree kept more than the chain somewhere
     assert tst.chain_accepts(tree.rounds[0], greedy=False) is None
 
 
@@ -261,12 +262,11 @@ def test_the_pq_chart_marks_every_child_drafted_at_the_node(tree_run):
     greedy = trace.config.temperature == 0
     for i in _drafted(trace):
         rnd = trace.rounds[i]
-        walk = tst.tree_walk(rnd)
-        stop = walk[-1]
-        if len(stop.children) < 2:
-            continue
+        stop = tst.tree_walk(rnd)[-1]
         pos = round_story.position(rnd, rnd.accepted, greedy)
         kids = tuple(rnd.tree[c].token for c in stop.children)
+        if len(set(kids) & {c.id for c in pos.candidates}) < 2:  # a sampled child can lie outside the rows
+            continue
         fig = FI.pq_figure(pos, drafted_ids=kids)
         outlined = [w == 3 for w in fig.data[0].marker.line.width]
         shown = {c.id for c in FI.shown(pos.candidates, keep=(pos.token, pos.target_token, *kids))}
@@ -356,7 +356,7 @@ def test_every_step_of_a_greedy_tree_round(app_tiny_only):
     assert "q · draft" in charts[S + 1] and "p · target" in charts[S + 1]
     assert token_span(rnd.correction_text) in texts[S + 2]
     assert "gathered in place" in texts[S + 3] or "No node was accepted" in texts[S + 3]
-    assert "round" in texts[S + 4] and "timeline" not in texts[S + 4].lower() or True
+    assert "started drafting at" in texts[S + 4] or "last round" in texts[S + 4]
     for idea in ("a token tree, one draft pass per depth", "Why one verify pass checks the whole tree"):
         assert idea in texts[0]
     assert "The draft wrote" not in " ".join(texts)  # the chain's wording never appears for a tree
@@ -371,7 +371,7 @@ def test_every_round_of_a_sampled_tree_run_walks_in_both_languages(app_tiny_only
     for lang in ("en", "zh"):
         at.query_params["lang"] = lang
         at.run()
-        for index in rounds:
+        for index in rounds if lang == "en" else rounds[:3]:
             at.selectbox(key="inspect_round").set_value(index).run()
             n = inspect_page.n_steps(trace.rounds[index])
             texts, _ = _walk(at, n)

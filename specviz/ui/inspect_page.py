@@ -82,6 +82,7 @@ def new_round() -> None:
     """Another run or round picked: back to the first step, the position picked afresh."""
     inspect_state().restart()
     st.session_state.pop("inspect_pos", None)
+    st.session_state.pop("inspect_depth", None)
 
 
 # --- the decisions --------------------------------------------------------------------------------

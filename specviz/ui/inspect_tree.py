@@ -64,6 +64,8 @@ def draft_pass_step(walk: Walk, s: int) -> None:
     p, setup, greedy = T.passes[s - 1], T.setup or tst.TreeSetup(), walk.story.greedy
     total = len(T.passes)
     w = setup.width_at(s)
+    if s == 1 and not setup.static and not greedy:  # sampling spends the budget before the draws
+        w = min(w, setup.nodes)
     if s == 1:
         read = (_("the prompt, {n} tokens, whose last is the root") if p.prefill else
                 _("the {n} tokens not yet in its cache, the last of them the root {root}")).format(
@@ -72,7 +74,7 @@ def draft_pass_step(walk: Walk, s: int) -> None:
               "root (the last verified token).").format(total=total, read=read, ms=dur(p.ms)))
     else:
         cumq = tst.cumulative_q(rnd.tree)
-        nodes = _listed([f"{token_span(rnd.tree[v].text)} (Q {num(cumq[v])})" for v in p.expanded])
+        nodes = _listed([f"{token_span(rnd.tree[v].text)} (Q {num(cumq[v])})" for v in p.expanded]) or "—"
         if setup.static:
             say(_("Draft pass {s} of {total} reads the {n} nodes at depth {d}, in one forward pass of {ms}: each at "
                   "its own position and seeing only its ancestors, the mask the target will use too. Their "
