@@ -338,7 +338,7 @@ def test_every_step_of_a_greedy_tree_round(app_tiny_only):
     for s, p in enumerate(T.passes, start=1):
         text = texts[s - 1]
         assert f"The draft grows the tree: pass {s} of {S}" in text and dur(p.ms) in text
-        assert any(n.startswith("node-") for n in charts[s - 1])  # the tree, growing
+        assert "nodes" in charts[s - 1]  # the tree, growing (its hover markers)
         for v in p.added[:12]:
             assert token_span(rnd.tree[v].text) in text
     assert f"In all, {S} draft passes drafted {T.nodes} nodes" in texts[S - 1]
