@@ -308,9 +308,9 @@ def tree_mask_figure(rnd: Round, tr: Translator = N_) -> go.Figure:
     side = MASK_CELL_PX if named else max(8, MASK_CELL_PX * MASK_LABELS_UPTO // n)
     fig.update_layout(height=min(760, 110 + side * n), margin=dict(l=8, r=8, t=8, b=8), font=dict(size=FONT_SIZE),
                       plot_bgcolor=CHIP)
-    fig.update_xaxes(tickvals=list(range(n + 1)), ticktext=[esc(tr(N_("prefix")))] + labels, side="top",
-                     tickangle=-45 if named else 0, showgrid=False, zeroline=False, fixedrange=True,
-                     tickfont=dict(size=12))
+    fig.update_xaxes(tickvals=list(range(n + 1)), ticktext=[esc(tr(N_("prefix")))] + [str(i) for i in range(1, n + 1)],
+                     side="top", tickangle=0, showgrid=False, zeroline=False, fixedrange=True,
+                     tickfont=dict(size=12))  # the rows name each node; the columns number them
     fig.update_yaxes(tickvals=list(range(n)), ticktext=labels, autorange="reversed", showgrid=False,
                      zeroline=False, fixedrange=True, tickfont=dict(size=12),
                      title=dict(text=esc(tr(N_("node (reads)"))), font=dict(size=13)))

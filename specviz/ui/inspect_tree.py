@@ -86,9 +86,12 @@ def draft_pass_step(walk: Walk, s: int) -> None:
                   "{k} of them. It reads {n} in one forward pass of {ms}, each at its own position and seeing only "
                   "its ancestors, the mask the target will use too; those whose children stayed in the tree: "
                   "{nodes}.").format(s=s, total=total, d=s - 1, k=setup.width, n=p.read, ms=dur(p.ms), nodes=nodes))
-    width = (_("The static shape {widths} gives each node at depth {d} {w} children.").format(
-        widths="·".join(map(str, setup.widths)), d=s - 1, w=w) if setup.static else
-        _("Each expanded node gets {w} children (the tree's width).").format(w=w))
+    if setup.static:
+        width = (_("The static shape {widths} gives the root {w} children.") if s == 1 else
+                 _("The static shape {widths} gives each node at depth {d} {w} children.")).format(
+            widths="·".join(map(str, setup.widths)), d=s - 1, w=w)
+    else:
+        width = _("Each expanded node gets {w} children (the tree's width).").format(w=w)
     how = (_("Greedy: the draft's {w} most probable tokens.").format(w=w) if greedy else
            _("Sampling: {w} draws from q (a token drawn twice is one node).").format(w=w))
     added = (_("New at depth {s}: {nodes}.").format(s=s, nodes=_with_q(walk, p.added)) if p.added else
