@@ -69,13 +69,15 @@ def _labels(tr: Translator) -> dict[str, str]:
     return {k: tr(v) for k, v in LABELS.items()}
 
 
-def pq_figure(pos: Position, tr: Translator = N_, height: int = 330) -> go.Figure:
+def pq_figure(pos: Position, tr: Translator = N_, height: int = 330, drafted_ids: tuple[int, ...] = ()) -> go.Figure:
     """The top tokens at ``pos`` under q (orange) and p (blue), side by side, the drafted token
-    outlined and marked ▼ (the target's own token, where it lands here, marked too)."""
+    outlined and marked ▼ (the target's own token, where it lands here, marked too).
+    ``drafted_ids``: every token drafted here (a tree node's children), each marked so."""
     lab = _labels(tr)
-    cands = shown(pos.candidates, keep=(pos.token, pos.target_token))
+    mine = {pos.token, *drafted_ids} - {None}
+    cands = shown(pos.candidates, keep=(pos.token, pos.target_token, *drafted_ids))
     names = _names(cands)
-    drafted = [c.id == pos.token for c in cands]
+    drafted = [c.id in mine for c in cands]
     width = [3 if d else 0 for d in drafted]
     fig = go.Figure()
     if any(c.q is not None for c in cands):
@@ -87,7 +89,7 @@ def pq_figure(pos: Position, tr: Translator = N_, height: int = 330) -> go.Figur
             color=OUTLINE, width=width)), hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
     top = max([c.q or 0.0 for c in cands] + [c.p or 0.0 for c in cands] + [0.05])
     for name, c in zip(names, cands):
-        if c.id == pos.token:
+        if c.id in mine:
             _mark(fig, name, max(c.q or 0.0, c.p or 0.0), lab["drafted"])
         elif c.id == pos.target_token:
             _mark(fig, name, max(c.q or 0.0, c.p or 0.0), lab["target"])

@@ -30,6 +30,7 @@ import plotly.graph_objects as go
 
 from specviz.analysis.marks import LABELS, printable, target_label
 from specviz.analysis.metrics import fmt_ms
+from specviz.analysis.tree_story import sees
 from specviz.figures.palette import ACCEPTED, FONT_SIZE, PENDING, REJECTED, TARGET
 from specviz.figures.timeline import esc
 from specviz.record.i18n import N_, Translator
@@ -272,6 +273,48 @@ def tree_caption(rnd: Round, upto_step: int | None = None, tr: Translator = N_) 
                      "ancestors.")).format(n=len(rnd.tree))
     return tr(N_("{k} of {n} nodes accepted along one path; the other branches are thrown away.")).format(
         k=rnd.accepted, n=len(rnd.tree))
+
+
+# --- the tree attention mask ----------------------------------------------------------------------
+
+MASK_CELL_PX, MASK_LABELS_UPTO = 24, 24  # past this many nodes the axes name nodes by number only
+
+
+def _node_label(i: int, node, depth: int, named: bool) -> str:
+    return f"{i + 1} · {_short(node.text)} <sub>d{depth}</sub>" if named else str(i + 1)
+
+
+def tree_mask_figure(rnd: Round, tr: Translator = N_) -> go.Figure:
+    """The verify pass's tree attention mask: one row per node (the query), one column for the
+    prefix and one per node (the keys); a filled cell with a dot where the row's node sees the
+    column (specviz.analysis.tree_story.sees): the prefix, its ancestors and itself. Each node is
+    named by its number, text and depth d (its position is the root's + d)."""
+    if not rnd.tree:
+        raise ValueError("the round drafted no tree")
+    n = len(rnd.tree)
+    depth = tree_depths(rnd.tree)
+    named = n <= MASK_LABELS_UPTO
+    labels = [_node_label(i, node, depth[i], named) for i, node in enumerate(rnd.tree)]
+    z = [[1, *(1 if s else 0 for s in row)] for row in sees(rnd.tree)]
+    text = [["●" if v else "" for v in row] for row in z]
+    hover = [[esc(tr(N_("node {i} sees {what}")).format(
+        i=i + 1, what=tr(N_("the prefix")) if j == 0 else str(j)) if v else
+        tr(N_("node {i} does not see node {j}")).format(i=i + 1, j=j))
+        for j, v in enumerate(row)] for i, row in enumerate(z)]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n + 1)), y=list(range(n)), text=text, texttemplate="%{text}" if named else None,
+        textfont=dict(color="white", size=12), hovertext=hover, hoverinfo="text", showscale=False,
+        colorscale=[[0, "#F2F2F2"], [1, TARGET]], zmin=0, zmax=1, xgap=2, ygap=2, name="mask"))
+    side = MASK_CELL_PX if named else max(8, MASK_CELL_PX * MASK_LABELS_UPTO // n)
+    fig.update_layout(height=min(760, 110 + side * n), margin=dict(l=8, r=8, t=8, b=8), font=dict(size=FONT_SIZE),
+                      plot_bgcolor=CHIP)
+    fig.update_xaxes(tickvals=list(range(n + 1)), ticktext=[esc(tr(N_("prefix")))] + [str(i) for i in range(1, n + 1)],
+                     side="top", tickangle=0, showgrid=False, zeroline=False, fixedrange=True,
+                     tickfont=dict(size=12))  # the rows name each node; the columns number them
+    fig.update_yaxes(tickvals=list(range(n)), ticktext=labels, autorange="reversed", showgrid=False,
+                     zeroline=False, fixedrange=True, tickfont=dict(size=12),
+                     title=dict(text=esc(tr(N_("node (reads)"))), font=dict(size=13)))
+    return fig
 
 
 # --- the what-if: chain against tree, round by round ----------------------------------------------

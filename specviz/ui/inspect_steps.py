@@ -1,35 +1,20 @@
 """The six steps of Inspect a round (specviz.ui.inspect_page): what each says about the round
-shown, and its charts. ``tok`` is this page's own code span for a token (ui.view's
+shown, and its charts (a tree round's steps: specviz.ui.inspect_tree; what both share:
+specviz.ui.inspect_parts). ``token_span`` is this page's code span for a token (ui.view's
 ``md_code`` and ui.links's ``code_span`` do the same elsewhere)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from specviz import figures as F
 from specviz.analysis import round_story as insp
 from specviz.analysis.marks import printable
-from specviz.analysis.metrics import fmt_ms
 from specviz.figures import round_story as FI
-from specviz.record.i18n import MILLISECONDS
-from specviz.record.run_trace import trace_upto
-from specviz.ui.inspect_page import Walk
+from specviz.ui import inspect_tree
+from specviz.ui.inspect_page import Walk, step_kind
+from specviz.ui.inspect_parts import dur, near_tie_note, num, round_timeline, say, stamp
 from specviz.ui.lang import _
 from specviz.ui.markdown import token_span
-
-
-def num(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
-
-
-def dur(ms: float | None) -> str:
-    """A duration, with two decimals below a millisecond (rollbacks are that quick)."""
-    return _(MILLISECONDS).format(ms=f"{ms:.2f}") if ms is not None and 0 <= ms < 1 else fmt_ms(ms, _)
-
-
-def stamp(ms: float) -> str:
-    """A moment on the run's clock."""
-    return _(MILLISECONDS).format(ms=f"{ms:,.1f}")
 
 
 def why_rejected(rej: insp.Rejection) -> str:
@@ -45,39 +30,6 @@ def why_rejected(rej: insp.Rejection) -> str:
                               "pin the next token down, so the two models agree far more often.").format(
             share=rej.ratio)
     return said + " " + _("{factor:.0f} times less likely: here the draft guessed wrong.").format(factor=1 / rej.ratio)
-
-
-def near_tie_note(rnd, i: int, cfg) -> str | None:
-    """A greedy position whose top two the run's dtype can swap by rounding (``insp.near_tie``), in
-    the chart's numbers; None otherwise."""
-    two = insp.top_two_at(rnd, i)
-    if two is None or not insp.near_tie(two.gap, cfg.dtype):
-        return None
-    return _("A near-tie: the target's top two here, {first} (p = {p1}) and {second} (p = {p2}), are "
-             "ln({p1} / {p2}) = {gap:.2f} apart in logit, within the {tie:g} that {dtype} rounding can move. A pass "
-             "over another number of tokens could rank them the other way.").format(
-        first=token_span(two.first.text), second=token_span(two.second.text), p1=num(two.first.p), p2=num(two.second.p),
-        gap=two.gap, tie=insp.near_tie_logit(cfg.dtype), dtype=cfg.dtype)
-
-
-def say(*sentences: str) -> None:
-    st.markdown(" ".join(s for s in sentences if s))
-
-
-def round_timeline(walk: Walk) -> None:
-    """The round's passes on the millisecond axis, and the next round's first draft pass."""
-    S, rnd, index, trace, step = walk.story, walk.rnd, walk.index, walk.trace, walk.step
-    upto = trace_upto(trace, min(len(trace.rounds), index + 2))
-    start = rnd.start_ms
-    end = rnd.end_ms
-    if S.next_start_ms is not None:
-        nxt = trace.rounds[index + 1]
-        first = next((e for e in nxt.events if e.lane == "draft"), None)
-        end = max(end, first.end_ms if first is not None else S.next_start_ms)
-    pad = max(0.5, (end - start) * 0.04)
-    fig = F.timeline_figure(upto, height=200, tr=_)
-    fig.update_xaxes(range=[start - pad, end + pad])
-    st.plotly_chart(fig, key=f"inspect_timeline_{step}", config={"displayModeBar": False})
 
 
 def draft_step(walk: Walk) -> None:
@@ -302,9 +254,18 @@ STEP_RENDERERS = (draft_step, verify_step, accept_step, target_token_step, rollb
 
 
 def render_step(walk: Walk) -> None:
-    """The step shown, then the four ideas in short."""
-    STEP_RENDERERS[walk.step](walk)
-    render_in_short()
+    """The step shown, then the four ideas in short. A tree round (``walk.tree``) walks through its
+    own steps (specviz.ui.inspect_tree), the last one (the wait) as a chain's."""
+    if walk.tree is None:
+        STEP_RENDERERS[walk.step](walk)
+        render_in_short()
+        return
+    kind, s = step_kind(walk.step, walk.rnd)
+    if kind == "wait":
+        wait_step(walk)
+    else:
+        inspect_tree.RENDERERS[kind](walk, s)
+    inspect_tree.render_in_short()
 
 
 def render_in_short() -> None:
