@@ -20,6 +20,7 @@ from specviz.analysis.metrics import (
     DASH,
     HISTORY_METRICS,
     METRICS,
+    fmt_speedup,
     live_summary,
     percent,
 )
@@ -34,6 +35,8 @@ HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS
 # What two runs must share for their numbers to be compared: all but the run number, the example's
 # name (the prompt itself is here) and γ (the knob a class moves between runs).
 LIKE_COLUMNS = ("pair", "dtype", "prompt", "draft", "temperature", "top_p", "max new tokens", "seed")
+TPS = METRICS["tokens_per_second"].column
+VS_CHAIN = "vs chain"  # the table's column of a tree run against the best chain (computed, not stored)
 BUSY_MARK = "⚠"  # beside a tok/s timed under contention, or a speedup whose two runs saw different load
 
 
@@ -87,23 +90,79 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
     }
 
 
+def is_chain(row: dict[str, Any]) -> bool:
+    """Whether a history row is a speculative chain run (not a token tree, not the target alone)."""
+    return bool(row.get("draft")) and not row.get("tree")
+
+
+def _like(r: dict[str, Any], row: dict[str, Any]) -> bool:
+    """Same pair, prompt and settings (``LIKE_COLUMNS``), timed with nothing competing."""
+    return not r.get("contention") and all(r.get(k) == row.get(k) for k in LIKE_COLUMNS)
+
+
+def best_chain_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The chain run a tree run ``row`` is set against: the fastest (tok/s) chain run in the
+    history of the same pair, prompt and settings, at any γ, timed with nothing competing;
+    earlier or later than ``row``. Ties: the earlier run. None when there is none."""
+    chains = [r for r in rows if r["run"] != row["run"] and is_chain(r) and r.get(TPS) is not None and _like(r, row)]
+    return max(chains, key=lambda r: (r[TPS], -r["run"]), default=None)
+
+
 def compared_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
-    """The row ``row``'s numbers are compared with: the latest earlier run of the same pair,
-    prompt and settings (``LIKE_COLUMNS``; γ may differ), both timed with nothing competing.
-    None when there is none, or when ``row`` itself was timed under contention."""
+    """The row ``row``'s numbers are compared with. A tree run: the best chain run of the same
+    pair, prompt and settings (``best_chain_row``). A chain run: the latest earlier run of the
+    same pair, prompt and settings (``LIKE_COLUMNS``; γ and the shape may differ). Both timed
+    with nothing competing: None when there is none, or when ``row`` itself was timed under
+    contention."""
     if row["contention"]:
         return None
-    like = [r for r in rows if r["run"] < row["run"] and not r.get("contention")
-            and all(r.get(k) == row[k] for k in LIKE_COLUMNS)]
+    if row.get("tree"):
+        return best_chain_row(rows, row)
+    like = [r for r in rows if r["run"] < row["run"] and _like(r, row)]
     return like[-1] if like else None
 
 
-def delta_label(delta: str, prev: dict[str, Any], gamma: int, tr: Translator = N_) -> str:
+def chain_gamma_to_try(row: dict[str, Any]) -> int:
+    """The γ of the chain run offered beside a tree run ``row`` that has no chain to be set
+    against: the tree's depth. A chain that deep makes the same draft passes a round as the
+    tree, and one verify pass as it does, so the two differ only in the tree's width: what the
+    tree buys is what the comparison shows. The chain's own best γ for this prompt is unknown
+    until chains are run (the history knows no like chain yet; a Tune sweep runs other settings),
+    and once the class runs chains at other γ the comparison takes the fastest of them."""
+    return row["gamma"]
+
+
+def delta_label(delta: str, prev: dict[str, Any], gamma: int, tr: Translator = N_, tree: bool = False) -> str:
     """A tok/s change as the Live stats show it: "+2.3 vs #5", and the earlier run's γ when
-    it differs ("+2.3 vs #5 at γ = 2"): the only setting the two may not share."""
+    it differs ("+2.3 vs #5 at γ = 2"): the only setting the two may not share. A tree run
+    (``tree``) against the best chain: "+1.2 vs #4, the best chain (γ = 6)"; a chain against
+    a tree: "−0.8 vs #5, a tree (γ = 4)"."""
+    if tree:
+        return tr(N_("{delta} vs #{run}, the best chain (γ = {gamma})")).format(
+            delta=delta, run=prev["run"], gamma=prev["gamma"])
+    if prev.get("tree"):
+        return tr(N_("{delta} vs #{run}, a tree (γ = {gamma})")).format(
+            delta=delta, run=prev["run"], gamma=prev["gamma"])
     if prev["gamma"] == gamma:
         return tr(N_("{delta} vs #{run}")).format(delta=delta, run=prev["run"])
     return tr(N_("{delta} vs #{run} at γ = {gamma}")).format(delta=delta, run=prev["run"], gamma=prev["gamma"])
+
+
+def vs_chain_text(rows: list[dict[str, Any]], row: dict[str, Any], tr: Translator = N_) -> str:
+    """The history's "vs chain" cell: for a tree run, its tok/s against the best chain's
+    as a ratio and that run ("×1.12 #4"; "no chain" when the history has none, "–" when the tree
+    was timed under contention); for the chain run that is some tree run's best chain, a star
+    ("★ best"); else empty."""
+    if row.get("tree"):
+        best = compared_row(rows, row)
+        if best is None:
+            return DASH if row.get("contention") else tr(N_("no chain"))
+        if not best[TPS] or row.get(TPS) is None:
+            return DASH
+        return f"{fmt_speedup(row[TPS] / best[TPS])} #{best['run']}"
+    if is_chain(row) and any(r.get("tree") and compared_row(rows, r) is row for r in rows):
+        return tr(N_("★ best"))
+    return ""
 
 
 @dataclass(frozen=True)
@@ -136,6 +195,9 @@ TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the 
     _metric_column("acceptance_rate", 96, bar=True),
     _metric_column("mean_acceptance_length", 100),
     _metric_column("speedup", 72),
+    Column(VS_CHAIN, N_("vs chain"), 80, N_("A token tree's tok/s ÷ the best chain run's (the fastest of the same "
+                                           "prompt and settings at any γ, both timed on a quiet machine), and that "
+                                           "run's number; ★ marks that chain")),
     Column("identical", N_("Identical"), 70, N_("Identical to the target-alone output")),
     Column("baseline", N_("Baseline"), 96, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),
@@ -186,8 +248,10 @@ def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
 
 def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[str, Any]]:
     """The rows as the table shows them, newest first: text through each metric's
-    formatter, the bar columns as whole percentages; ``tr`` translates the words."""
-    return [{c.key: _marked(r, c, tr) for c in TABLE_COLUMNS} for r in reversed(rows)]
+    formatter, the bar columns as whole percentages, a tree run against the best chain
+    (``vs_chain_text``); ``tr`` translates the words."""
+    return [{c.key: vs_chain_text(rows, r, tr) if c.key == VS_CHAIN else _marked(r, c, tr) for c in TABLE_COLUMNS}
+            for r in reversed(rows)]
 
 
 def _marked(row: dict[str, Any], c: Column, tr: Translator) -> Any:
