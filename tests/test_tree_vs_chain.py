@@ -8,6 +8,7 @@ from specviz.figures.history import (
     TABLE_COLUMNS,
     best_chain_row,
     chain_gamma_to_try,
+    compared_line,
     compared_row,
     delta_label,
     vs_chain_text,
@@ -69,25 +70,30 @@ def test_the_chain_offered_is_as_deep_as_the_tree():
     assert chain_gamma_to_try(row(1, 14.0, 7, "24×4")) == 7
 
 
-def test_delta_labels_name_the_best_chain_and_the_tree():
+def test_the_delta_is_short_and_the_line_under_it_names_the_run():
     best = row(4, 12.5, 6)
-    assert delta_label("+1.2", best, 5, tree=True) == "+1.2 vs #4, the best chain (γ = 6)"
-    assert delta_label("-0.8", row(5, 14.0, 5, "16×3"), 5) == "-0.8 vs #5, a tree (γ = 5)"
-    assert delta_label("+2.3", row(5, 10.0, 2), 4) == "+2.3 vs #5 at γ = 2"  # chains as before
-    assert delta_label("+2.3", row(5, 10.0, 4), 4) == "+2.3 vs #5"
+    assert delta_label("+1.2", best) == "+1.2 vs #4"  # the tile is narrow
+    assert compared_line(best, 5, tree=True) == ("vs #4: the best chain, γ = 6, the fastest chain run of this prompt "
+                                                 "and settings on a quiet machine.")
+    assert compared_line(row(5, 14.0, 5, "16×3"), 5) == "vs #5: a token tree, γ = 5 · 16×3."
+    assert compared_line(row(5, 10.0, 2), 4) == "vs #5: the same prompt and settings at γ = 2."  # chains as before
+    assert compared_line(row(5, 10.0, 4), 4) is None
 
 
 def test_the_table_sets_each_tree_against_its_best_chain():
     rows = [row(1, 10.0, 2), row(2, 12.5, 6), row(3, 15.0, 5, "16×3"),
             row(4, 14.0, 5, "16×3", prompt="other"), row(5, 9.0, 4, "8×2", contention="other processes (1.1 cores)")]
     assert [vs_chain_text(rows, r) for r in rows] == ["", "★ best", "×1.20 #2", "no chain", "–"]
-    shown = {t["run"]: t["vs chain"] for t in F.history_table(rows)}
-    assert shown == {"1": "", "2": "★ best", "3": "×1.20 #2", "4": "no chain", "5": "–"}
+    table = F.history_table(rows)
+    assert {t["run"]: t["vs chain"] for t in table} == {"1": "", "2": "★ best", "3": "×1.20 #2", "4": "no chain",
+                                                       "5": "–"}
+    assert {t["run"]: t["gamma"] for t in table} == {"1": "2", "2": "6", "3": "5 · 16×3", "4": "5 · 16×3",
+                                                    "5": "4 · 8×2"}  # a tree: its depth, then its shape
 
 
 def test_the_table_keeps_its_width_budget():
     assert sum(c.width for c in TABLE_COLUMNS) <= 858  # the main column at 1280 px with the sidebar open
-    assert all(c.width >= 36 for c in TABLE_COLUMNS)
+    assert all(c.width >= 40 for c in TABLE_COLUMNS)
 
 
 def test_the_history_chart_draws_trees_as_diamonds():

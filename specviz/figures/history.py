@@ -8,7 +8,8 @@ A row also keeps what competed with the run (``contention``, specviz.record.cont
 in English) and whether its race was fair (its two runs under the same load:
 ``specviz.measure.race.same_load``); the table marks such a tok/s or speedup with ``BUSY_MARK``.
 A run's numbers are compared only with a run of the same pair, prompt and settings (γ
-aside), both timed with nothing else competing (``compared_row``).
+aside), both timed with nothing else competing (``compared_row``); a token tree's with the
+best chain run of them (``best_chain_row``), which the table shows in its "vs chain" column.
 """
 
 from __future__ import annotations
@@ -132,20 +133,27 @@ def chain_gamma_to_try(row: dict[str, Any]) -> int:
     return row["gamma"]
 
 
-def delta_label(delta: str, prev: dict[str, Any], gamma: int, tr: Translator = N_, tree: bool = False) -> str:
-    """A tok/s change as the Live stats show it: "+2.3 vs #5", and the earlier run's γ when
-    it differs ("+2.3 vs #5 at γ = 2"): the only setting the two may not share. A tree run
-    (``tree``) against the best chain: "+1.2 vs #4, the best chain (γ = 6)"; a chain against
-    a tree: "−0.8 vs #5, a tree (γ = 4)"."""
+def delta_label(delta: str, prev: dict[str, Any], tr: Translator = N_) -> str:
+    """A change as the Live stats show it under a number: "+2.3 vs #5" (short: the tile is
+    narrow; ``compared_line`` says what #5 was)."""
+    return tr(N_("{delta} vs #{run}")).format(delta=delta, run=prev["run"])
+
+
+def compared_line(prev: dict[str, Any], gamma: int, tree: bool = False, tr: Translator = N_) -> str | None:
+    """What the run a Live run is compared with was, when more than its number says: the best
+    chain for a tree run (``tree``: "vs #4: the best chain, γ = 6, …"), a tree for a chain
+    ("vs #5: a token tree, γ = 5 · 16×3"), or the γ when it differs ("vs #5: γ = 2", the only
+    setting two like chains may not share); None when #5 is a like chain at the same γ."""
     if tree:
-        return tr(N_("{delta} vs #{run}, the best chain (γ = {gamma})")).format(
-            delta=delta, run=prev["run"], gamma=prev["gamma"])
+        return tr(N_("vs #{run}: the best chain, γ = {gamma}, the fastest chain run of this prompt and settings "
+                     "on a quiet machine.")).format(run=prev["run"], gamma=prev["gamma"])
     if prev.get("tree"):
-        return tr(N_("{delta} vs #{run}, a tree (γ = {gamma})")).format(
-            delta=delta, run=prev["run"], gamma=prev["gamma"])
-    if prev["gamma"] == gamma:
-        return tr(N_("{delta} vs #{run}")).format(delta=delta, run=prev["run"])
-    return tr(N_("{delta} vs #{run} at γ = {gamma}")).format(delta=delta, run=prev["run"], gamma=prev["gamma"])
+        return tr(N_("vs #{run}: a token tree, γ = {gamma} · {tree}.")).format(
+            run=prev["run"], gamma=prev["gamma"], tree=prev["tree"])
+    if prev["gamma"] != gamma:
+        return tr(N_("vs #{run}: the same prompt and settings at γ = {gamma}.")).format(
+            run=prev["run"], gamma=prev["gamma"])
+    return None
 
 
 def vs_chain_text(rows: list[dict[str, Any]], row: dict[str, Any], tr: Translator = N_) -> str:
@@ -184,22 +192,21 @@ def _metric_column(key: str, width: int, bar: bool = False) -> Column:
 
 TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
     Column("run", "#", 40, N_("Run number")),
-    Column("example", N_("Example"), 76, N_("The example prompt, or custom")),
-    Column("draft", N_("Draft"), 70, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
+    Column("example", N_("Example"), 72, N_("The example prompt, or custom")),
+    Column("draft", N_("Draft"), 68, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
                                         "weights (int8 when quantized)")),
-    Column("gamma", "γ", 40, N_("Draft length (a tree's depth)")),
-    Column("tree", N_("Tree"), 58, N_("A token tree's node budget × width (or its widths per depth); empty for a "
-                                      "chain")),
-    Column("temperature", N_("Temp"), 52, N_("Sampling temperature (0 = greedy)")),
-    _metric_column("tokens_per_second", 88),
-    _metric_column("acceptance_rate", 96, bar=True),
+    Column("gamma", N_("γ · tree"), 70, N_("Draft length; for a token tree, its depth · its node budget × width "
+                                           "(or its widths per depth)")),
+    Column("temperature", N_("Temp"), 48, N_("Sampling temperature (0 = greedy)")),
+    _metric_column("tokens_per_second", 84),
+    _metric_column("acceptance_rate", 90, bar=True),
     _metric_column("mean_acceptance_length", 100),
-    _metric_column("speedup", 72),
-    Column(VS_CHAIN, N_("vs chain"), 80, N_("A token tree's tok/s ÷ the best chain run's (the fastest of the same "
+    _metric_column("speedup", 70),
+    Column(VS_CHAIN, N_("vs chain"), 76, N_("A token tree's tok/s ÷ the best chain run's (the fastest of the same "
                                            "prompt and settings at any γ, both timed on a quiet machine), and that "
                                            "run's number; ★ marks that chain")),
-    Column("identical", N_("Identical"), 70, N_("Identical to the target-alone output")),
-    Column("baseline", N_("Baseline"), 96, N_("The target-alone run: measured for this run, or reused from an "
+    Column("identical", N_("Identical"), 68, N_("Identical to the target-alone output")),
+    Column("baseline", N_("Baseline"), 72, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),
 )
 _METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}
@@ -248,13 +255,15 @@ def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
 
 def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[str, Any]]:
     """The rows as the table shows them, newest first: text through each metric's
-    formatter, the bar columns as whole percentages, a tree run against the best chain
-    (``vs_chain_text``); ``tr`` translates the words."""
+    formatter, the bar columns as whole percentages, a tree beside its depth ("5 · 16×3"),
+    a tree run against the best chain (``vs_chain_text``); ``tr`` translates the words."""
     return [{c.key: vs_chain_text(rows, r, tr) if c.key == VS_CHAIN else _marked(r, c, tr) for c in TABLE_COLUMNS}
             for r in reversed(rows)]
 
 
 def _marked(row: dict[str, Any], c: Column, tr: Translator) -> Any:
+    if c.key == "gamma" and row.get("tree"):
+        return f"{row['gamma']} · {row['tree']}"  # a tree: its depth, then its shape (tree_label)
     shown = _shown(c.key, row.get(c.key), c.bar, tr)
     return f"{shown} {BUSY_MARK}" if busy_mark(row, c.key) else shown
 

@@ -18,7 +18,7 @@ import streamlit as st
 from specviz import figures as F
 from specviz.analysis.metrics import metric
 from specviz.engine.turns import EngineQueue
-from specviz.figures.history import MEASURED, REUSED, chain_gamma_to_try, compared_row
+from specviz.figures.history import MEASURED, REUSED, chain_gamma_to_try, compared_line, compared_row
 from specviz.measure.race import Race
 from specviz.models.pair import ModelPair
 from specviz.record import contention
@@ -97,6 +97,13 @@ def run_chain(gamma: int) -> None:
     st.session_state["draft_shape"] = "chain"
     st.session_state["gamma"] = gamma
     set_cmd("run")
+
+
+def _compared(state: LiveState, prev: dict | None) -> str | None:
+    """What the run the live run's numbers are compared with was (``compared_line``: for a tree,
+    the best chain), once the run has ended."""
+    tr = state.trace
+    return compared_line(prev, tr.config.gamma, tr.config.is_tree, _) if prev and tr and tr.summary else None
 
 
 def _chain_offer(view: RunView, state: LiveState, changed: bool) -> None:
@@ -191,7 +198,7 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     else:
         view.strip([])
     view.tree(tr)
-    view.stats(tr, prev := _prev_row(state), contention_note(tr))
+    view.stats(tr, prev := _prev_row(state), contention_note(tr), _compared(state, prev))
     _chain_offer(view, state, state.sig != signature(cfg))
     view.charts(tr)
     view.race(state, best_chain=prev)  # a tree run: the best chain (view.chain_line)

@@ -126,13 +126,14 @@ class RunView:
             return
         self.output_ph.code(text, language=None, wrap_lines=True, height=F.output_height(text))
 
-    def stats(self, trace: Trace | None, prev: dict | None = None, note: str | None = None) -> None:
+    def stats(self, trace: Trace | None, prev: dict | None = None, note: str | None = None,
+              compared: str | None = None) -> None:
         """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline, the counts
         behind them (``metrics.LIVE_COUNTS``: drafted, accepted, emitted) in one tile, and
         the line that tells the acceptance rate from the theory's α; ``prev``, an earlier run's
         history row, gives the changes once this run has ended; ``note``, a warning under them
         (the run was timed under contention). A tree run's ``prev`` is the best chain run
-        (``figures.history.compared_row``)."""
+        (``figures.history.compared_row``); ``compared`` says what ``prev`` was, under the numbers."""
         s = M.live_summary(trace) if trace is not None and trace.rounds else {}
         spec = trace is None or trace.config.mode == "speculative"
         if s:
@@ -146,8 +147,10 @@ class RunView:
                     value = s.get(key) if spec or not key.startswith("draft_") else None
                     delta = m.delta(value, prev.get(m.column), _) if ended else None
                     if delta is not None and key == "tokens_per_second":
-                        delta = delta_label(delta, prev, trace.config.gamma, _, tree=trace.config.is_tree)
+                        delta = delta_label(delta, prev, _)
                     col.metric(_(m.label), m.text(value, _), delta=delta, help=_(m.help))
+            if compared and ended:
+                st.caption(compared)
             if spec:
                 counts = [M.metric(key) for key in M.LIVE_COUNTS]
                 st.metric(_(COUNTS_LABEL), " → ".join(m.text(s.get(m.key), _) for m in counts),
