@@ -14,6 +14,7 @@ from specviz.record.run_trace import Trace
 
 LEGEND = dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=13))
 AR_LABEL = N_("target alone (AR)")
+TREE_LABEL = N_("token tree, at its depth")
 AR_HALF_WIDTH = 0.35  # a baseline is drawn across its runs' γ, this far either side
 
 
@@ -77,16 +78,23 @@ def _example_name(example: str, tr: Translator = N_) -> str:
     return html.escape(tr(example), quote=False)
 
 
-def _run_points(rows: list[dict[str, Any]], example: str, color: str, tr: Translator = N_) -> go.Scatter:
+def _run_points(rows: list[dict[str, Any]], example: str, color: str, tr: Translator = N_,
+                tree: bool = False) -> go.Scatter:
+    """An example's runs as points: its chains as circles, or (``tree``) its token trees as
+    diamonds at their depth, in the legend once under TREE_LABEL."""
     name = _example_name(example, tr)
+    hover = (tr(N_("run %{customdata[0]} · tree %{customdata[3]}, γ=%{x}: %{customdata[1]} tok/s, acceptance "
+                   "%{customdata[2]}")) if tree else
+             tr(N_("run %{customdata[0]} · γ=%{x}: %{customdata[1]} tok/s, acceptance %{customdata[2]}")))
     return go.Scatter(
         x=[r["gamma"] for r in rows], y=[r[TPS] for r in rows], mode="markers", name=name,
-        legendgroup=example, marker=dict(size=13, color=color, line=dict(width=1, color="white")),
-        customdata=[[r["run"], text("tokens_per_second", r[TPS]), text("acceptance_rate", r[ACCEPTANCE])]
-                    for r in rows],
+        legendgroup=example, showlegend=not tree,
+        marker=dict(size=15 if tree else 13, color=color, symbol="diamond" if tree else "circle",
+                    line=dict(width=1, color="white")),
+        customdata=[[r["run"], text("tokens_per_second", r[TPS]), text("acceptance_rate", r[ACCEPTANCE]),
+                     r.get("tree", "")] for r in rows],
         # plotly's %{...} placeholders, not Python's: the template is never .format()ted
-        hovertemplate=tr(N_("run %{customdata[0]} · γ=%{x}: %{customdata[1]} tok/s, acceptance %{customdata[2]}"))
-        + f"<extra>{name}</extra>",
+        hovertemplate=hover + f"<extra>{name}</extra>",
     )
 
 
@@ -114,14 +122,23 @@ def _baseline_segments(rows: list[dict[str, Any]], example: str, color: str,
 
 
 def history_figure(rows: list[dict[str, Any]], height: int = 270, tr: Translator = N_) -> go.Figure:
-    """tok/s against γ for every run in the history, one colour per example prompt, with
-    each example's target-alone speed as a dashed level line in its colour, on top.
+    """tok/s against γ for every run in the history, one colour per example prompt (a token
+    tree as a diamond at its depth), with each example's target-alone speed as a dashed level
+    line in its colour, on top.
     ``tr`` translates the text (default: English)."""
     fig = go.Figure()
     examples = sorted({r["example"] for r in rows})
     colors = {ex: SERIES[i % len(SERIES)] for i, ex in enumerate(examples)}
     for ex in examples:
-        fig.add_trace(_run_points([r for r in rows if r["example"] == ex], ex, colors[ex], tr))
+        chains = [r for r in rows if r["example"] == ex and not r.get("tree")]
+        trees = [r for r in rows if r["example"] == ex and r.get("tree")]
+        if chains:
+            fig.add_trace(_run_points(chains, ex, colors[ex], tr))
+        if trees:  # in the legend under the example's name only when it has no chain
+            fig.add_trace(_run_points(trees, ex, colors[ex], tr, tree=True).update(showlegend=not chains))
+    if any(r.get("tree") for r in rows):  # the diamonds' meaning, once
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=tr(TREE_LABEL), hoverinfo="skip",
+                                 marker=dict(size=13, color=PENDING, symbol="diamond")))
     lines = [_baseline_segments([r for r in rows if r["example"] == ex], ex, colors[ex], tr) for ex in examples]
     lines = [line for line in lines if line is not None]
     if lines:

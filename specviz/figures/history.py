@@ -8,7 +8,8 @@ A row also keeps what competed with the run (``contention``, specviz.record.cont
 in English) and whether its race was fair (its two runs under the same load:
 ``specviz.measure.race.same_load``); the table marks such a tok/s or speedup with ``BUSY_MARK``.
 A run's numbers are compared only with a run of the same pair, prompt and settings (γ
-aside), both timed with nothing else competing (``compared_row``).
+aside), both timed with nothing else competing (``compared_row``); a token tree's with the
+best chain run of them (``best_chain_row``), which the table shows in its "vs chain" column.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from specviz.analysis.metrics import (
     DASH,
     HISTORY_METRICS,
     METRICS,
+    fmt_speedup,
     live_summary,
     percent,
 )
@@ -34,6 +36,8 @@ HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS
 # What two runs must share for their numbers to be compared: all but the run number, the example's
 # name (the prompt itself is here) and γ (the knob a class moves between runs).
 LIKE_COLUMNS = ("pair", "dtype", "prompt", "draft", "temperature", "top_p", "max new tokens", "seed")
+TPS = METRICS["tokens_per_second"].column
+VS_CHAIN = "vs chain"  # the table's column of a tree run against the best chain (computed, not stored)
 BUSY_MARK = "⚠"  # beside a tok/s timed under contention, or a speedup whose two runs saw different load
 
 
@@ -87,23 +91,86 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
     }
 
 
+def is_chain(row: dict[str, Any]) -> bool:
+    """Whether a history row is a speculative chain run (not a token tree, not the target alone)."""
+    return bool(row.get("draft")) and not row.get("tree")
+
+
+def _like(r: dict[str, Any], row: dict[str, Any]) -> bool:
+    """Same pair, prompt and settings (``LIKE_COLUMNS``), timed with nothing competing."""
+    return not r.get("contention") and all(r.get(k) == row.get(k) for k in LIKE_COLUMNS)
+
+
+def best_chain_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The chain run a tree run ``row`` is set against: the fastest (tok/s) chain run in the
+    history of the same pair, prompt and settings, at any γ, timed with nothing competing;
+    earlier or later than ``row``. Ties: the earlier run. None when there is none."""
+    chains = [r for r in rows if r["run"] != row["run"] and is_chain(r) and r.get(TPS) is not None and _like(r, row)]
+    return max(chains, key=lambda r: (r[TPS], -r["run"]), default=None)
+
+
 def compared_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
-    """The row ``row``'s numbers are compared with: the latest earlier run of the same pair,
-    prompt and settings (``LIKE_COLUMNS``; γ may differ), both timed with nothing competing.
-    None when there is none, or when ``row`` itself was timed under contention."""
+    """The row ``row``'s numbers are compared with. A tree run: the best chain run of the same
+    pair, prompt and settings (``best_chain_row``). A chain run: the latest earlier run of the
+    same pair, prompt and settings (``LIKE_COLUMNS``; γ and the shape may differ). Both timed
+    with nothing competing: None when there is none, or when ``row`` itself was timed under
+    contention."""
     if row["contention"]:
         return None
-    like = [r for r in rows if r["run"] < row["run"] and not r.get("contention")
-            and all(r.get(k) == row[k] for k in LIKE_COLUMNS)]
+    if row.get("tree"):
+        return best_chain_row(rows, row)
+    like = [r for r in rows if r["run"] < row["run"] and _like(r, row)]
     return like[-1] if like else None
 
 
-def delta_label(delta: str, prev: dict[str, Any], gamma: int, tr: Translator = N_) -> str:
-    """A tok/s change as the Live stats show it: "+2.3 vs #5", and the earlier run's γ when
-    it differs ("+2.3 vs #5 at γ = 2"): the only setting the two may not share."""
-    if prev["gamma"] == gamma:
-        return tr(N_("{delta} vs #{run}")).format(delta=delta, run=prev["run"])
-    return tr(N_("{delta} vs #{run} at γ = {gamma}")).format(delta=delta, run=prev["run"], gamma=prev["gamma"])
+def chain_gamma_to_try(row: dict[str, Any]) -> int:
+    """The γ of the chain run offered beside a tree run ``row`` that has no chain to be set
+    against: the tree's depth. A chain that deep makes the same draft passes a round as the
+    tree, and one verify pass as it does, so the two differ only in the tree's width: what the
+    tree buys is what the comparison shows. The chain's own best γ for this prompt is unknown
+    until chains are run (the history knows no like chain yet; a Tune sweep runs other settings),
+    and once the class runs chains at other γ the comparison takes the fastest of them."""
+    return row["gamma"]
+
+
+def delta_label(delta: str, prev: dict[str, Any], tr: Translator = N_) -> str:
+    """A change as the Live stats show it under a number: "+2.3 vs #5" (short: the tile is
+    narrow; ``compared_line`` says what #5 was)."""
+    return tr(N_("{delta} vs #{run}")).format(delta=delta, run=prev["run"])
+
+
+def compared_line(prev: dict[str, Any], gamma: int, tree: bool = False, tr: Translator = N_) -> str | None:
+    """What the run a Live run is compared with was, when more than its number says: the best
+    chain for a tree run (``tree``: "vs #4: the best chain, γ = 6, …"), a tree for a chain
+    ("vs #5: a token tree, γ = 5 · 16×3"), or the γ when it differs ("vs #5: γ = 2", the only
+    setting two like chains may not share); None when #5 is a like chain at the same γ."""
+    if tree:
+        return tr(N_("vs #{run}: the best chain, γ = {gamma}, the fastest chain run of this prompt and settings "
+                     "on a quiet machine.")).format(run=prev["run"], gamma=prev["gamma"])
+    if prev.get("tree"):
+        return tr(N_("vs #{run}: a token tree, γ = {gamma} · {tree}.")).format(
+            run=prev["run"], gamma=prev["gamma"], tree=prev["tree"])
+    if prev["gamma"] != gamma:
+        return tr(N_("vs #{run}: the same prompt and settings at γ = {gamma}.")).format(
+            run=prev["run"], gamma=prev["gamma"])
+    return None
+
+
+def vs_chain_text(rows: list[dict[str, Any]], row: dict[str, Any], tr: Translator = N_) -> str:
+    """The history's "vs chain" cell: for a tree run, its tok/s against the best chain's
+    as a ratio and that run ("×1.12 #4"; "no chain" when the history has none, "–" when the tree
+    was timed under contention); for the chain run that is some tree run's best chain, a star
+    ("★ best"); else empty."""
+    if row.get("tree"):
+        best = compared_row(rows, row)
+        if best is None:
+            return DASH if row.get("contention") else tr(N_("no chain"))
+        if not best[TPS] or row.get(TPS) is None:
+            return DASH
+        return f"{fmt_speedup(row[TPS] / best[TPS])} #{best['run']}"
+    if is_chain(row) and any(r.get("tree") and compared_row(rows, r) is row for r in rows):
+        return tr(N_("★ best"))
+    return ""
 
 
 @dataclass(frozen=True)
@@ -125,19 +192,21 @@ def _metric_column(key: str, width: int, bar: bool = False) -> Column:
 
 TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the sidebar open
     Column("run", "#", 40, N_("Run number")),
-    Column("example", N_("Example"), 76, N_("The example prompt, or custom")),
-    Column("draft", N_("Draft"), 70, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
+    Column("example", N_("Example"), 72, N_("The example prompt, or custom")),
+    Column("draft", N_("Draft"), 68, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
                                         "weights (int8 when quantized)")),
-    Column("gamma", "γ", 40, N_("Draft length (a tree's depth)")),
-    Column("tree", N_("Tree"), 58, N_("A token tree's node budget × width (or its widths per depth); empty for a "
-                                      "chain")),
-    Column("temperature", N_("Temp"), 52, N_("Sampling temperature (0 = greedy)")),
-    _metric_column("tokens_per_second", 88),
-    _metric_column("acceptance_rate", 96, bar=True),
+    Column("gamma", N_("γ · tree"), 70, N_("Draft length; for a token tree, its depth · its node budget × width "
+                                           "(or its widths per depth)")),
+    Column("temperature", N_("Temp"), 48, N_("Sampling temperature (0 = greedy)")),
+    _metric_column("tokens_per_second", 84),
+    _metric_column("acceptance_rate", 90, bar=True),
     _metric_column("mean_acceptance_length", 100),
-    _metric_column("speedup", 72),
-    Column("identical", N_("Identical"), 70, N_("Identical to the target-alone output")),
-    Column("baseline", N_("Baseline"), 96, N_("The target-alone run: measured for this run, or reused from an "
+    _metric_column("speedup", 70),
+    Column(VS_CHAIN, N_("vs chain"), 76, N_("A token tree's tok/s ÷ the best chain run's (the fastest of the same "
+                                           "prompt and settings at any γ, both timed on a quiet machine), and that "
+                                           "run's number; ★ marks that chain")),
+    Column("identical", N_("Identical"), 68, N_("Identical to the target-alone output")),
+    Column("baseline", N_("Baseline"), 72, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),
 )
 _METRIC_BY_COLUMN = {m.column: m for m in METRICS.values()}
@@ -186,11 +255,15 @@ def _shown(key: str, value: Any, bar: bool, tr: Translator = N_) -> Any:
 
 def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[str, Any]]:
     """The rows as the table shows them, newest first: text through each metric's
-    formatter, the bar columns as whole percentages; ``tr`` translates the words."""
-    return [{c.key: _marked(r, c, tr) for c in TABLE_COLUMNS} for r in reversed(rows)]
+    formatter, the bar columns as whole percentages, a tree beside its depth ("5 · 16×3"),
+    a tree run against the best chain (``vs_chain_text``); ``tr`` translates the words."""
+    return [{c.key: vs_chain_text(rows, r, tr) if c.key == VS_CHAIN else _marked(r, c, tr) for c in TABLE_COLUMNS}
+            for r in reversed(rows)]
 
 
 def _marked(row: dict[str, Any], c: Column, tr: Translator) -> Any:
+    if c.key == "gamma" and row.get("tree"):
+        return f"{row['gamma']} · {row['tree']}"  # a tree: its depth, then its shape (tree_label)
     shown = _shown(c.key, row.get(c.key), c.bar, tr)
     return f"{shown} {BUSY_MARK}" if busy_mark(row, c.key) else shown
 

@@ -18,7 +18,7 @@ import streamlit as st
 from specviz import figures as F
 from specviz.analysis.metrics import metric
 from specviz.engine.turns import EngineQueue
-from specviz.figures.history import MEASURED, REUSED, compared_row
+from specviz.figures.history import MEASURED, REUSED, chain_gamma_to_try, compared_line, compared_row
 from specviz.measure.race import Race
 from specviz.models.pair import ModelPair
 from specviz.record import contention
@@ -65,9 +65,9 @@ def can_continue(state: LiveState, cfg: RunConfig) -> bool:
 
 
 def _prev_row(state: LiveState) -> dict | None:
-    """The earlier run whose numbers this one's are compared with, once it has ended: the
-    latest of the same pair, prompt and settings (γ aside), both timed on a quiet machine
-    (``figures.history.compared_row``)."""
+    """The run whose numbers this one's are compared with, once it has ended: for a chain, the
+    latest earlier one of the same pair, prompt and settings (γ aside); for a tree, the best
+    chain run of them; both timed on a quiet machine (``figures.history.compared_row``)."""
     tr = state.trace
     if tr is None or not tr.summary or state.race is None:
         return None
@@ -75,6 +75,53 @@ def _prev_row(state: LiveState) -> dict | None:
     if run is None:
         return None
     return compared_row(st.session_state.get("history", []), F.history_row(tr, run))
+
+
+def chain_offer(state: LiveState) -> int | None:
+    """The γ of the chain run to offer beside the live run (``figures.history.chain_gamma_to_try``)
+    when it is a finished tree run, timed on a quiet machine, with no chain run of the same pair,
+    prompt and settings in the history to set it against; else None."""
+    tr = state.trace
+    if not state.finished or tr is None or not tr.config.is_tree or tr.contention:
+        return None
+    rows = st.session_state.get("history", [])
+    row = next((r for r in rows if r["run"] == state.run_no), None)
+    if row is None or compared_row(rows, row) is not None:
+        return None
+    return chain_gamma_to_try(row)
+
+
+def run_chain(gamma: int) -> None:
+    """The offered chain run: the draft shape set to a chain at ``gamma``, then Run (a callback,
+    before the widgets are drawn)."""
+    st.session_state["draft_shape"] = "chain"
+    st.session_state["gamma"] = gamma
+    set_cmd("run")
+
+
+def _compared(state: LiveState, prev: dict | None) -> str | None:
+    """What the run the live run's numbers are compared with was (``compared_line``: for a tree,
+    the best chain), once the run has ended."""
+    tr = state.trace
+    return compared_line(prev, tr.config.gamma, tr.config.is_tree, _) if prev and tr and tr.summary else None
+
+
+def _chain_offer(view: RunView, state: LiveState, changed: bool) -> None:
+    """Under a tree run's numbers, when it has no chain to be compared with: why, and one click
+    that runs the chain (off once the settings changed)."""
+    gamma = chain_offer(state)
+    if gamma is None:
+        view.chain_ph.empty()
+        return
+    with view.chain_ph.container():
+        st.caption(_("No chain run of this prompt and settings timed on a quiet machine yet, so nothing to set "
+                     "this tree against."))
+        st.button(_("Run the chain at γ = {gamma}").format(gamma=gamma), key="run_chain",
+                  icon=":material/linear_scale:", on_click=run_chain, args=(gamma,), disabled=changed,
+                  help=_("Settings changed: set them back to the tree's to compare with it.") if changed else
+                  _("A chain as deep as the tree: the same draft passes a round and one verify pass, so the two "
+                    "differ only in the tree's width. Run chains at other γ too: the tree is compared with the "
+                    "fastest."))
 
 
 def contention_note(trace: Trace | None) -> str | None:
@@ -151,9 +198,10 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     else:
         view.strip([])
     view.tree(tr)
-    view.stats(tr, _prev_row(state), contention_note(tr))
+    view.stats(tr, prev := _prev_row(state), contention_note(tr), _compared(state, prev))
+    _chain_offer(view, state, state.sig != signature(cfg))
     view.charts(tr)
-    view.race(state)
+    view.race(state, best_chain=prev)  # a tree run: the best chain (view.chain_line)
     if note := race_note(state):
         _race_again(note, state.sig != signature(cfg))
 

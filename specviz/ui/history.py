@@ -1,7 +1,8 @@
 """The run history: one row per finished live run, as a table and a chart.
 
-Each finished run adds a row (the pair, the example prompt used or "custom", γ and the
-sampling settings, tok/s, acceptance, speedup against the target alone, whether the
+Each finished run adds a row (the pair, the example prompt used or "custom", γ (a token
+tree's depth and shape) and the sampling settings, tok/s, acceptance, speedup against the
+target alone, a tree's tok/s against the best chain run's (★ on that chain), whether the
 output was identical, whether that baseline was measured or reused, and what competed
 with the run: a ⚠ marks a tok/s timed under contention and a speedup whose two runs saw
 different load, explained under the table). The section

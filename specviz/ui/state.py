@@ -298,8 +298,9 @@ def tree_settings(ss) -> dict:
 
 
 def signature(cfg: RunConfig) -> tuple:
+    """What a run's settings are, to tell whether they changed since (the draft's shape included)."""
     return (pair_key(), cfg.prompt, cfg.gamma, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed,
-            cfg.draft_vocab, cfg.draft_quant)
+            cfg.draft_vocab, cfg.draft_quant, cfg.tree_nodes, cfg.tree_depth, cfg.tree_width, tuple(cfg.tree_shape))
 
 
 SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k", "seed"})

@@ -69,6 +69,7 @@ class RunView:
             self.timeline_ph = st.empty()
         with stats, st.container(key="sv-stats"):  # the key gives CSS a handle: compact metrics
             self.metrics_ph = st.empty()
+            self.chain_ph = st.empty()  # a tree run with no chain to set it against: the offer of one
         left, right = st.columns([2, 3])
         with left:
             self.accept_ph = st.empty()
@@ -125,12 +126,14 @@ class RunView:
             return
         self.output_ph.code(text, language=None, wrap_lines=True, height=F.output_height(text))
 
-    def stats(self, trace: Trace | None, prev: dict | None = None, note: str | None = None) -> None:
+    def stats(self, trace: Trace | None, prev: dict | None = None, note: str | None = None,
+              compared: str | None = None) -> None:
         """The numbers (``metrics.LIVE_STATS``), two by two beside the timeline, the counts
         behind them (``metrics.LIVE_COUNTS``: drafted, accepted, emitted) in one tile, and
         the line that tells the acceptance rate from the theory's α; ``prev``, an earlier run's
         history row, gives the changes once this run has ended; ``note``, a warning under them
-        (the run was timed under contention)."""
+        (the run was timed under contention). A tree run's ``prev`` is the best chain run
+        (``figures.history.compared_row``); ``compared`` says what ``prev`` was, under the numbers."""
         s = M.live_summary(trace) if trace is not None and trace.rounds else {}
         spec = trace is None or trace.config.mode == "speculative"
         if s:
@@ -144,8 +147,10 @@ class RunView:
                     value = s.get(key) if spec or not key.startswith("draft_") else None
                     delta = m.delta(value, prev.get(m.column), _) if ended else None
                     if delta is not None and key == "tokens_per_second":
-                        delta = delta_label(delta, prev, trace.config.gamma, _)
+                        delta = delta_label(delta, prev, _)
                     col.metric(_(m.label), m.text(value, _), delta=delta, help=_(m.help))
+            if compared and ended:
+                st.caption(compared)
             if spec:
                 counts = [M.metric(key) for key in M.LIVE_COUNTS]
                 st.metric(_(COUNTS_LABEL), " → ".join(m.text(s.get(m.key), _) for m in counts),
@@ -190,10 +195,12 @@ class RunView:
         if before is not None:
             self.status_ph.html(before)
 
-    def race(self, state: LiveState | None, progress: tuple[int, int] | None = None) -> None:
+    def race(self, state: LiveState | None, progress: tuple[int, int] | None = None,
+             best_chain: dict | None = None) -> None:
         """The race against the target alone: progress while it runs, then the speedup
-        (one stored value, one formatter: specviz.analysis.metrics), the exactness verdict, and
-        where the baseline came from."""
+        (one stored value, one formatter: specviz.analysis.metrics), a tree run against
+        ``best_chain`` (a history row: ``chain_line``), the exactness verdict, and where the
+        baseline came from."""
         if self.race_fig_ph is None:
             return
         if state is None or state.trace is None:
@@ -217,7 +224,8 @@ class RunView:
             elif cmp is None:
                 st.caption(_("The target-alone run starts when the speculative run ends."))
             else:
-                self._race_result(sd, ar, cmp, getattr(race.pair, "tokenizer", None), baseline_line(race))
+                self._race_result(sd, ar, cmp, getattr(race.pair, "tokenizer", None), baseline_line(race),
+                                  chain_line(sd, best_chain))
         self._race_figure(sd, ar)
 
     def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None, caption: str | None = None
@@ -238,13 +246,15 @@ class RunView:
                 "Both runs recorded: the target alone on the same prompt and settings, on the same machine."))
         self._race_figure(upto if upto is not None else sd, ar)
 
-    def _race_result(self, sd: Trace, ar: Trace, cmp, tokenizer, caption: str) -> None:
+    def _race_result(self, sd: Trace, ar: Trace, cmp, tokenizer, caption: str, chain: str | None = None) -> None:
         speedup = M.metric("speedup")
         tps = M.metric("tokens_per_second")
         c = st.columns(3)
         c[0].metric(_(speedup.label), speedup.text(cmp.speedup), help=_(speedup.help))
         c[1].metric(_("Speculative"), tps.text(M.live_summary(sd)["tokens_per_second"]))
         c[2].metric(_("Target alone"), tps.text(M.live_summary(ar)["tokens_per_second"]))
+        if chain:
+            st.markdown(chain)
         explanation = comparison_text(ar, sd, tokenizer, _)
         if cmp.identical:
             st.success(explanation, icon=":material/check_circle:")
@@ -282,6 +292,18 @@ def baseline_line(race) -> str:
         return _("Baseline measured just now, right after the speculative run, under the same conditions (a stored "
                  "one was not reused: {reason}).").format(reason=reason)
     return _("Baseline measured just now, right after the speculative run, under the same conditions.")
+
+
+def chain_line(sd: Trace, best: dict | None) -> str | None:
+    """A tree run against ``best``, the best chain run's history row, in one sentence (None for
+    a chain run, or a tree with no chain to set it against)."""
+    tps = M.live_summary(sd).get("tokens_per_second")
+    if best is None or not sd.config.is_tree or not tps or not best.get("tok/s"):
+        return None
+    return _("Against the best chain: **{ratio}**. This tree ran at {tree} tok/s; the fastest chain run of this "
+             "prompt and settings, #{run} at γ = {gamma}, at {chain} tok/s.").format(
+        ratio=M.metric("speedup").text(tps / best["tok/s"]), tree=M.text("tokens_per_second", tps), run=best["run"],
+        gamma=best["gamma"], chain=M.text("tokens_per_second", best["tok/s"]))
 
 
 def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -> str:
