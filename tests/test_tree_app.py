@@ -86,3 +86,20 @@ def test_a_tree_run_draws_its_last_rounds_tree(app):
     assert rnd.tree
     titles = [c.proto.spec for c in app.get("plotly_chart")]
     assert any(n.text in spec for spec in titles for n in rnd.tree if n.text.strip()), "the tree figure is drawn"
+
+
+def test_a_tree_runs_acceptance_and_theory_lines_say_the_chain_formula_is_a_chains(tiny_pair):
+    """The closed form prices chains: for a tree the lines name the chain it is set against,
+    and the nodes drafted beside the strip's line, and never claim the tree's own speedup."""
+    from specviz import RunConfig, speculative
+    from specviz.ui.view import acceptance_line, theory_line
+
+    tree = speculative(tiny_pair, RunConfig(prompt="def f(x):", max_new_tokens=24, gamma=3, tree_nodes=8,
+                                            tree_width=2)).run()
+    nodes = sum(len(r.tree) for r in tree.rounds)
+    line = acceptance_line(tree)
+    assert f"{nodes} nodes drafted in all" in line and "A chain of γ = 3" in line
+    assert theory_line(tree).startswith("Theory prices chains: this tree's")
+    chain = speculative(tiny_pair, RunConfig(prompt="def f(x):", max_new_tokens=24, gamma=3)).run()
+    assert "nodes" not in acceptance_line(chain)
+    assert theory_line(chain).startswith("Theory: a per-token α")

@@ -319,6 +319,13 @@ def theory_line(trace: Trace) -> str | None:
     alpha = M.alpha_estimate(trace)
     if not c or alpha is None:
         return None
+    if trace.config.is_tree:
+        return _("Theory prices chains: this tree's {length:.2f} tokens per round is what a chain of γ = {gamma} "
+                 "would emit at a per-token α ≈ {alpha:.2f}, and c = {c:.2f} would give that chain ×{speedup:.2f}. "
+                 "A tree's round costs more than that chain's (a wider verify, a draft pass per depth over its "
+                 "frontier): the race and the best chain measure what it buys.").format(
+            length=s["mean_acceptance_length"], gamma=gamma, alpha=alpha, c=c,
+            speedup=theory.expected_speedup(alpha, gamma, c))
     predicted = theory.expected_speedup(alpha, gamma, c)
     best = theory.best_gamma(alpha, c, max_gamma=16)
     head = _("Theory: a per-token α ≈ {alpha:.2f} (what {length:.2f} tokens per round implies) and c = {c:.2f} "
@@ -345,6 +352,14 @@ def acceptance_line(trace: Trace) -> str | None:
     if alpha is None or not counts["drafted_tokens"]:
         return None
     s = F.live_summary(trace)
+    if trace.config.is_tree:
+        return _("Acceptance {rate} = {accepted} accepted ÷ {drafted} on the strip's lines (the draft's likeliest "
+                 "path through each tree, {nodes} nodes drafted in all). A chain of γ = {gamma} would need a "
+                 "per-token α ≈ {alpha:.2f} to emit the {length:.2f} tokens per round this tree did: "
+                 "(1 − α{power}) ÷ (1 − α) = {length:.2f}.").format(
+            rate=M.text("acceptance_rate", s["acceptance_rate"]), accepted=counts["accepted_tokens"],
+            drafted=counts["drafted_tokens"], nodes=sum(len(r.tree) for r in trace.rounds), gamma=trace.config.gamma,
+            alpha=alpha, power=str(trace.config.gamma + 1).translate(SUPERSCRIPT), length=s["mean_acceptance_length"])
     return _("Acceptance {rate} = {accepted} accepted ÷ {drafted} drafted. The theory's α ≈ {alpha:.2f} is a "
              "per-token probability, the same at every position: the α for which (1 − α{power}) ÷ (1 − α) "
              "= the {length:.2f} tokens per round measured.").format(
