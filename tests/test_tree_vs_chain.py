@@ -103,5 +103,7 @@ def test_the_history_chart_draws_trees_as_diamonds():
     symbols = {t.marker.symbol: list(t.x) for t in fig.data if t.mode == "markers" and t.x[0] is not None}
     assert symbols == {"circle": [4], "diamond": [5]}
     assert any(t.name == "token tree, at its depth" for t in fig.data)
+    assert fig.layout.xaxis.title.text == "γ (draft length; a tree's depth)"
+    assert F.history_figure(rows[:1]).layout.xaxis.title.text == "γ (draft length)"
     only_trees = F.history_figure(rows[1:])
     assert [t.name for t in only_trees.data if t.showlegend is not False][0] == "Code"  # the example still named

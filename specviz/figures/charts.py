@@ -147,6 +147,7 @@ def history_figure(rows: list[dict[str, Any]], height: int = 270, tr: Translator
         for line in lines:
             fig.add_trace(line)
     fig.update_layout(height=height, margin=dict(l=8, r=8, t=36, b=44), font=dict(size=FONT_SIZE), legend=LEGEND)
-    fig.update_xaxes(title=dict(text=tr(N_("γ (draft length)")), font=dict(size=13)), dtick=1)
+    axis = N_("γ (draft length; a tree's depth)") if any(r.get("tree") for r in rows) else N_("γ (draft length)")
+    fig.update_xaxes(title=dict(text=tr(axis), font=dict(size=13)), dtick=1)
     fig.update_yaxes(title=dict(text=tr(N_("tokens / s")), font=dict(size=13)), rangemode="tozero")
     return fig
