@@ -310,10 +310,18 @@ RUN_TIMEOUT_MS = 120_000
 needs_chromium = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason="needs Debian's Chromium at /usr/bin/chromium")
 
 
+# How long a browser step or check waits by default. Playwright's own 5 s is short for a page
+# that a loaded machine redraws (the browser tests run beside other tests in tests/run.sh's
+# parallel phase); a test that waits for a run passes its own, longer timeout.
+EXPECT_TIMEOUT_MS = 20_000
+ACTION_TIMEOUT_MS = 30_000
+
+
 def expect(*args, **kwargs):
-    """Playwright's ``expect`` (retries until the condition holds)."""
+    """Playwright's ``expect`` (retries until the condition holds, ``EXPECT_TIMEOUT_MS`` unless told)."""
     from playwright.sync_api import expect as _expect
 
+    _expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     return _expect(*args, **kwargs)
 
 
@@ -341,6 +349,7 @@ def open_session(browser, url: str, scheme: str = "light", path: str = ""):
     loaded (a click in the top navigation would do the same, but see
     test_app.py::test_switching_pages_keeps_the_tiny_pair)."""
     ctx = browser.new_context(viewport=VIEWPORT, color_scheme=scheme)
+    ctx.set_default_timeout(ACTION_TIMEOUT_MS)
     page = ctx.new_page()
     page.goto(url)
     wait_for_pair(page)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po
-from helpers import VIEWPORT, expect
+from helpers import ACTION_TIMEOUT_MS, VIEWPORT, expect
 from streamlit.testing.v1 import AppTest
 
 from specviz import BadInput, RunConfig
@@ -300,6 +300,7 @@ def test_switch_in_chromium(app_server, browser):
     speed and the draft head the user picked survive both switches (the browser sends a
     choice back as the text it shows, which changes with the language)."""
     ctx = browser.new_context(viewport=VIEWPORT, locale="zh-CN")
+    ctx.set_default_timeout(ACTION_TIMEOUT_MS)
     try:
         page = ctx.new_page()
         page.goto(app_server)

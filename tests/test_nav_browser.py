@@ -14,6 +14,7 @@ import re
 
 import pytest
 from helpers import (
+    ACTION_TIMEOUT_MS,
     RUN_TIMEOUT_MS,
     VIEWPORT,
     app_server_running,
@@ -73,6 +74,7 @@ def app(server, browser):
     """The server, once its first session has loaded the pair; with what the pair card's
     ``data-sv-pair`` said meanwhile, and whether the Run button was on the page each time."""
     ctx = browser.new_context(viewport=VIEWPORT)
+    ctx.set_default_timeout(ACTION_TIMEOUT_MS)
     ctx.add_init_script("""
         window.__svPair = [];
         new MutationObserver(() => {
@@ -96,6 +98,7 @@ def app(server, browser):
 def _session(browser, url: str, lang: str, path: str = ""):
     """A fresh session at 1280×720 in ``lang`` on page ``path`` ("" for Live), the pair loaded."""
     ctx = browser.new_context(viewport=VIEWPORT)
+    ctx.set_default_timeout(ACTION_TIMEOUT_MS)
     page = ctx.new_page()
     page.goto(f"{url}/{path}?lang={lang}")
     wait_for_pair(page)
