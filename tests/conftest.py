@@ -33,20 +33,24 @@ from helpers import (  # noqa: E402
 from specviz import load_pair  # noqa: E402
 
 
-# The modules that run in the serial phase (tests/run.sh), alone on the machine, before the parallel
-# one: the ones that time runs against the clock or measure the machine's load (the busy meter, its
-# marks in Chromium, contention marks, forward-pass costs, the race's speeds, the real overlap's threads
-# pinned to cores). Every test marked ``serial`` runs there too. Everything else, a new test module and
-# the other browser tests included (they accept a run marked busy wherever they look at one), runs in
-# the parallel phase: parallel-safe by default.
+# The modules that run in the serial phase (tests/run.sh), alone on the machine, after the parallel one:
+# the ones that time runs against the clock or measure the machine's load (the busy meter, contention
+# marks, forward-pass costs, the race's speeds, the real overlap's threads pinned to cores). Every
+# ``browser`` test and every test marked ``serial`` runs there too. Everything else, a new test
+# module included, runs in the parallel phase: parallel-safe by default.
 SERIAL_MODULES = frozenset({
     "test_busy.py", "test_busy_browser.py", "test_clock.py", "test_costs.py", "test_overlap.py", "test_race.py",
 })
+# The browser tests stay here too, though they accept a run marked busy: in the parallel phase,
+# beside the vLLM server (14 GB resident with its draft) and the worker that had just run the fp32
+# pair (5.6 GB still resident), their Chromium and two app servers took the machine to 23.2 of its
+# 23.5 GB and it thrashed (a 2-core run's load average reached 87).
 
 
 def is_serial(item) -> bool:
     """Whether a test runs in the serial phase (above)."""
-    return item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
+    return (item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
+            or item.get_closest_marker("browser") is not None)
 
 
 def pytest_addoption(parser):
@@ -60,11 +64,12 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(session, config, items):
     """The phase's tests only (``--phase``). The real default pair's tests (the vLLM ones
     included) first and in one xdist group, so under pytest-xdist one worker runs them one
-    after another (one real pair in memory at a time: the vLLM server and the fp32 pair never
-    fit in 23 GB together) while the other worker takes the rest; then the browser tests,
-    together (a stable sort: the order within is kept), the longest of the rest, so that the
-    short ones fill the end on both workers. And the ``slow`` mark (the quick loop is ``pytest
-    -m "not slow"``) on every test of a kind that is always slow."""
+    after another (one real pair in memory at a time, the vLLM server's start beside the
+    other worker's tests) while the other worker takes the rest; the browser tests last,
+    together (a stable sort: the order within is kept), so the session's Chromium and app
+    server (below) live only while they run, and never beside the tests that time runs or
+    measure the machine's load. And the ``slow`` mark (the quick loop is ``pytest -m "not
+    slow"``) on every test of a kind that is always slow."""
     phase = config.getoption("--phase")
     if phase != "all":
         keep = [item for item in items if is_serial(item) == (phase == "serial")]
@@ -73,7 +78,7 @@ def pytest_collection_modifyitems(session, config, items):
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
     items.sort(key=lambda item: (item.get_closest_marker("default_pair") is None,
-                                 item.get_closest_marker("browser") is None))
+                                 item.get_closest_marker("browser") is not None))
     # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
     for item in items:
         if any(item.get_closest_marker(name) for name in ("browser", "default_pair", "vllm")):
