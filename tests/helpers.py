@@ -258,8 +258,8 @@ BUSY_S = 60  # a busy loop ends by itself after this long, whatever happens to t
 needs_fork = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux: fork and CPU affinity")
 
 
-def _spin(until: float, started) -> None:
-    os.sched_setaffinity(0, os.sched_getaffinity(0))  # the parent's CPUs (inherited; said for the reader)
+def _spin(until: float, started, cpu: int) -> None:
+    os.sched_setaffinity(0, {cpu})
     started.set()
     x = 0
     while time.time() < until:
@@ -268,13 +268,17 @@ def _spin(until: float, started) -> None:
 
 @contextlib.contextmanager
 def busy_loops(n: int = 2, seconds: float = BUSY_S):
-    """``n`` processes spinning on this process's CPUs, for at most ``seconds``; killed on exit."""
+    """``n`` processes spinning on this process's CPUs, for at most ``seconds``; killed on exit.
+    Each is pinned to one of those CPUs in turn: left to the scheduler, two loops on 2 cores
+    sometimes shared one core and left the other to the run, which then took 1.0 core from it
+    instead of 1.5 and, on the tiny pair's half-second runs, was not marked (1 run in 10)."""
     ctx = multiprocessing.get_context("fork")
+    cpus = sorted(os.sched_getaffinity(0))
     procs, events = [], []
     try:
-        for _ in range(n):
+        for i in range(n):
             started = ctx.Event()
-            p = ctx.Process(target=_spin, args=(time.time() + seconds, started), daemon=True)
+            p = ctx.Process(target=_spin, args=(time.time() + seconds, started, cpus[i % len(cpus)]), daemon=True)
             p.start()
             procs.append(p)
             events.append(started)
