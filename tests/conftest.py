@@ -94,6 +94,24 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _return_memory_after_the_real_pair(request):
+    """After a test of the real pair: collect, and hand the freed heap back to the system
+    (glibc keeps it otherwise). An fp32 pair loaded and dropped left 2.3 GB resident, 0.45 GB
+    once trimmed; the worker that runs the fp32 tests runs the vLLM server's next (14 GB), and
+    without this the machine was at 22.5 of its 23.5 GB."""
+    yield
+    if request.node.get_closest_marker("default_pair") is not None:
+        import ctypes
+        import gc
+
+        gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+            pass
+
+
 @pytest.fixture(scope="session")
 def tiny_pair():
     """The tiny Qwen2 pair in fp32 on the CPU. Never mutate it in a test."""
