@@ -18,8 +18,12 @@ BASE = {"pair": "d → t", "dtype": "float32", "example": "Code", "prompt": "p",
         "top_p": 1.0, "max new tokens": 32, "seed": 0, "contention": "", "fair race": True}
 
 
+AR = 10.0  # the target alone's tok/s in every race below, unless a test says otherwise
+
+
 def row(run: int, tps: float | None, gamma: int = 4, tree: str = "", **kw) -> dict:
-    return {**BASE, "run": run, "gamma": gamma, "tree": tree, "tok/s": tps, **kw}
+    speedup = tps / AR if tps is not None else None
+    return {**BASE, "run": run, "gamma": gamma, "tree": tree, "tok/s": tps, "speedup": speedup, **kw}
 
 
 def test_the_best_chain_is_the_fastest_like_chain_at_any_gamma():
@@ -73,8 +77,9 @@ def test_the_chain_offered_is_as_deep_as_the_tree():
 def test_the_delta_is_short_and_the_line_under_it_names_the_run():
     best = row(4, 12.5, 6)
     assert delta_label("+1.2", best) == "+1.2 vs #4"  # the tile is narrow
-    assert compared_line(best, 5, tree=True) == ("vs #4: the best chain, γ = 6, the fastest chain run of this prompt "
-                                                 "and settings on a quiet machine.")
+    assert compared_line(best, 5, tree=True) == ("vs #4: the best chain, γ = 6: of this prompt and settings, the "
+                                                 "chain run with the highest speedup over the target alone, raced on "
+                                                 "a quiet machine.")
     assert compared_line(row(5, 14.0, 5, "16×3"), 5) == "vs #5: a token tree, γ = 5 · 16×3."
     assert compared_line(row(5, 10.0, 2), 4) == "vs #5: the same prompt and settings at γ = 2."  # chains as before
     assert compared_line(row(5, 10.0, 4), 4) is None
@@ -107,3 +112,24 @@ def test_the_history_chart_draws_trees_as_diamonds():
     assert F.history_figure(rows[:1]).layout.xaxis.title.text == "γ (draft length)"
     only_trees = F.history_figure(rows[1:])
     assert [t.name for t in only_trees.data if t.showlegend is not False][0] == "Code"  # the example still named
+
+
+def test_the_ratio_is_of_speedups_each_raced_beside_its_own_target_alone():
+    """Two runs minutes apart can see the machine at different speeds: the faster tok/s of a chain
+    timed while the machine was quick (its target alone quick too) is no better chain."""
+    quick_moment = row(1, 15.0, 6, speedup=15.0 / 14.0)  # its target alone ran at 14 tok/s
+    slow_moment = row(2, 12.0, 4)  # ×1.20 over a target alone at 10
+    tree = row(3, 15.0, 5, "16×3")  # ×1.50
+    rows = [quick_moment, slow_moment, tree]
+    assert best_chain_row(rows, tree)["run"] == 2
+    assert vs_chain_text(rows, tree) == "×1.25 #2"  # 1.50 ÷ 1.20, not 15.0 ÷ 15.0
+
+
+def test_no_fair_race_no_ratio():
+    tree = row(4, 15.0, 5, "16×3")
+    unraced = row(1, 20.0, 4, speedup=None)  # Race the target alone was off
+    unfair = row(2, 19.0, 6, **{"fair race": False})  # its two runs saw different load
+    assert best_chain_row([unraced, unfair, tree], tree) is None
+    fair = row(3, 12.0, 4)
+    assert vs_chain_text([unraced, unfair, fair, tree], tree) == "×1.25 #3"
+    assert vs_chain_text([fair, row(4, 15.0, 5, "16×3", **{"fair race": False})], tree | {"fair race": False}) == "–"

@@ -49,11 +49,12 @@ def test_a_tree_compares_with_the_best_chain_not_the_latest(live_app):
     assert said_under(at, "vs #1: the same prompt and settings at γ = 2.")
     history = at.session_state["history"]
     history[0]["tok/s"] = history[1]["tok/s"] * 3  # make #1, the earlier, the faster: the best chain
+    history[0]["speedup"] = history[1]["speedup"] * 3
     run_tree(at)  # 3: the tree
     assert tps_delta(at).endswith("vs #1"), tps_delta(at)
     assert tps_delta(at).startswith("-")  # slower than #1's (raised) speed
-    assert said_under(at, "vs #1: the best chain, γ = 2, the fastest chain run of this prompt and settings on a "
-                          "quiet machine.")
+    assert said_under(at, "vs #1: the best chain, γ = 2: of this prompt and settings, the chain run with the "
+                          "highest speedup over the target alone, raced on a quiet machine.")
     assert any("Against the best chain: **×" in m.value and "#1 at γ = 2" in m.value for m in at.markdown)
     assert not [b for b in at.button if b.key == "run_chain"], "a chain to compare with: nothing offered"
     cells = vs_chain_column(at)
@@ -80,7 +81,7 @@ def test_a_tree_with_no_chain_offers_one_click_to_run_it(live_app):
     assert cells["2"] == "★ best" and cells["1"].startswith("×") and cells["1"].endswith(" #2")
     run_tree(at)  # 3: the tree again: now set against #2
     assert tps_delta(at).endswith("vs #2"), tps_delta(at)
-    assert any(c.value.startswith("vs #2: the best chain, γ = 5,") for c in at.caption)
+    assert any(c.value.startswith("vs #2: the best chain, γ = 5:") for c in at.caption)
 
 
 def test_the_offer_is_off_once_the_settings_change_and_absent_for_a_busy_tree(live_app):
@@ -117,6 +118,7 @@ def test_the_comparison_in_chinese(app_tiny_only, monkeypatch):
     run_tree(at)
     assert not at.exception, at.exception
     assert said("{delta} vs #{run}", tps_delta(at, tps), run=2)
-    assert any(said("vs #{run}: the best chain, γ = {gamma}, the fastest chain run of this prompt and settings on a "
-                    "quiet machine.", c.value, run=2, gamma=5) for c in at.caption)
+    assert any(said("vs #{run}: the best chain, γ = {gamma}: of this prompt and settings, the chain run with the "
+                    "highest speedup over the target alone, raced on a quiet machine.", c.value, run=2, gamma=5)
+               for c in at.caption)
     assert vs_chain_column(at)["2"] == zh("★ best") != "★ best"

@@ -101,12 +101,32 @@ def _like(r: dict[str, Any], row: dict[str, Any]) -> bool:
     return not r.get("contention") and all(r.get(k) == row.get(k) for k in LIKE_COLUMNS)
 
 
+def fair_speedup(row: dict[str, Any]) -> float | None:
+    """A row's speedup over the target alone when it is a ratio of two runs measured side by side
+    under the same load (a race, fair, with nothing competing); None otherwise."""
+    if row.get("speedup") is None or row.get("fair race") is False or row.get("contention"):
+        return None
+    return row["speedup"]
+
+
 def best_chain_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
-    """The chain run a tree run ``row`` is set against: the fastest (tok/s) chain run in the
-    history of the same pair, prompt and settings, at any γ, timed with nothing competing;
-    earlier or later than ``row``. Ties: the earlier run. None when there is none."""
-    chains = [r for r in rows if r["run"] != row["run"] and is_chain(r) and r.get(TPS) is not None and _like(r, row)]
-    return max(chains, key=lambda r: (r[TPS], -r["run"]), default=None)
+    """The chain run a tree run ``row`` is set against: the chain run of the same pair, prompt
+    and settings, at any γ, earlier or later than ``row``, with the highest ``fair_speedup``.
+    Two runs made minutes apart may see a machine at different speeds; each speedup is taken
+    against a target-alone run right beside it, so their ratio,
+
+        tree ÷ chain = (tree tok/s ÷ its target alone) ÷ (chain tok/s ÷ its target alone),
+
+    compares the two at the same load. Ties: the earlier run. None when there is none."""
+    chains = [r for r in rows if r["run"] != row["run"] and is_chain(r) and fair_speedup(r) and _like(r, row)]
+    return max(chains, key=lambda r: (r["speedup"], -r["run"]), default=None)
+
+
+def tree_vs_chain(row: dict[str, Any], best: dict[str, Any]) -> float | None:
+    """A tree run's gain over its best chain run (``best_chain_row``): the ratio of their fair
+    speedups; None when the tree has none (no race, an unfair one, or timed busy)."""
+    tree = fair_speedup(row)
+    return tree / best["speedup"] if tree and best.get("speedup") else None
 
 
 def compared_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
@@ -145,8 +165,9 @@ def compared_line(prev: dict[str, Any], gamma: int, tree: bool = False, tr: Tran
     ("vs #5: a token tree, γ = 5 · 16×3"), or the γ when it differs ("vs #5: γ = 2", the only
     setting two like chains may not share); None when #5 is a like chain at the same γ."""
     if tree:
-        return tr(N_("vs #{run}: the best chain, γ = {gamma}, the fastest chain run of this prompt and settings "
-                     "on a quiet machine.")).format(run=prev["run"], gamma=prev["gamma"])
+        return tr(N_("vs #{run}: the best chain, γ = {gamma}: of this prompt and settings, the chain run with the "
+                     "highest speedup over the target alone, raced on a quiet machine.")).format(
+            run=prev["run"], gamma=prev["gamma"])
     if prev.get("tree"):
         return tr(N_("vs #{run}: a token tree, γ = {gamma} · {tree}.")).format(
             run=prev["run"], gamma=prev["gamma"], tree=prev["tree"])
@@ -157,17 +178,16 @@ def compared_line(prev: dict[str, Any], gamma: int, tree: bool = False, tr: Tran
 
 
 def vs_chain_text(rows: list[dict[str, Any]], row: dict[str, Any], tr: Translator = N_) -> str:
-    """The history's "vs chain" cell: for a tree run, its tok/s against the best chain's
-    as a ratio and that run ("×1.12 #4"; "no chain" when the history has none, "–" when the tree
-    was timed under contention); for the chain run that is some tree run's best chain, a star
-    ("★ best"); else empty."""
+    """The history's "vs chain" cell: for a tree run, its gain over the best chain
+    (``tree_vs_chain``) and that run ("×1.12 #4"; "no chain" when the history has none, "–" when
+    the tree has no fair speedup of its own); for the chain run that is some tree run's best
+    chain, a star ("★ best"); else empty."""
     if row.get("tree"):
         best = compared_row(rows, row)
         if best is None:
             return DASH if row.get("contention") else tr(N_("no chain"))
-        if not best[TPS] or row.get(TPS) is None:
-            return DASH
-        return f"{fmt_speedup(row[TPS] / best[TPS])} #{best['run']}"
+        ratio = tree_vs_chain(row, best)
+        return DASH if ratio is None else f"{fmt_speedup(ratio)} #{best['run']}"
     if is_chain(row) and any(r.get("tree") and compared_row(rows, r) is row for r in rows):
         return tr(N_("★ best"))
     return ""
@@ -202,9 +222,10 @@ TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the 
     _metric_column("acceptance_rate", 90, bar=True),
     _metric_column("mean_acceptance_length", 100),
     _metric_column("speedup", 70),
-    Column(VS_CHAIN, N_("vs chain"), 76, N_("A token tree's tok/s ÷ the best chain run's (the fastest of the same "
-                                           "prompt and settings at any γ, both timed on a quiet machine), and that "
-                                           "run's number; ★ marks that chain")),
+    Column(VS_CHAIN, N_("vs chain"), 76, N_("A token tree's speedup ÷ the best chain run's (the highest of the same "
+                                           "prompt and settings at any γ), each measured against the target alone "
+                                           "right beside it on a quiet machine, and that run's number; ★ marks "
+                                           "that chain")),
     Column("identical", N_("Identical"), 68, N_("Identical to the target-alone output")),
     Column("baseline", N_("Baseline"), 72, N_("The target-alone run: measured for this run, or reused from an "
                                                "earlier one with the same pair, prompt and settings")),

@@ -224,8 +224,9 @@ class RunView:
             elif cmp is None:
                 st.caption(_("The target-alone run starts when the speculative run ends."))
             else:
+                fair = cmp.speedup if race.fair is not False and not sd.contention else None
                 self._race_result(sd, ar, cmp, getattr(race.pair, "tokenizer", None), baseline_line(race),
-                                  chain_line(sd, best_chain))
+                                  chain_line(sd, fair, best_chain))
         self._race_figure(sd, ar)
 
     def recorded_race(self, sd: Trace, ar: Trace | None, upto: Trace | None = None, caption: str | None = None
@@ -294,16 +295,18 @@ def baseline_line(race) -> str:
     return _("Baseline measured just now, right after the speculative run, under the same conditions.")
 
 
-def chain_line(sd: Trace, best: dict | None) -> str | None:
-    """A tree run against ``best``, the best chain run's history row, in one sentence (None for
-    a chain run, or a tree with no chain to set it against)."""
-    tps = M.live_summary(sd).get("tokens_per_second")
-    if best is None or not sd.config.is_tree or not tps or not best.get("tok/s"):
+def chain_line(sd: Trace, speedup: float | None, best: dict | None) -> str | None:
+    """A tree run against ``best``, the best chain run's history row, in one sentence: the ratio
+    of the two speedups, each over a target-alone run right beside it (``F.tree_vs_chain``);
+    ``speedup`` is this race's, None when it was not fair. None for a chain run, a tree with no
+    chain to set it against, or no fair speedup."""
+    if best is None or not sd.config.is_tree or not speedup or not best.get("speedup"):
         return None
-    return _("Against the best chain: **{ratio}**. This tree ran at {tree} tok/s; the fastest chain run of this "
-             "prompt and settings, #{run} at γ = {gamma}, at {chain} tok/s.").format(
-        ratio=M.metric("speedup").text(tps / best["tok/s"]), tree=M.text("tokens_per_second", tps), run=best["run"],
-        gamma=best["gamma"], chain=M.text("tokens_per_second", best["tok/s"]))
+    text = M.metric("speedup").text
+    return _("Against the best chain: **{ratio}**. Each run was timed against the target alone right beside it: "
+             "this tree {tree}, the best chain run of this prompt and settings, #{run} at γ = {gamma}, "
+             "{chain}.").format(ratio=text(speedup / best["speedup"]), tree=text(speedup), run=best["run"],
+                                gamma=best["gamma"], chain=text(best["speedup"]))
 
 
 def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -> str:
