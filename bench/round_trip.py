@@ -1,7 +1,7 @@
 """Benchmark: the Parallel page's round-trip slider checked for real ("speculation at a distance").
 
 The slider adds network time d to every verify of the replayed serial, PEARL and SSD schedules
-of a remote run (``specviz.ui.parallel_replay.with_rtt``). Here, per prompt and gamma:
+of a remote run (``specviz.replay.latency.with_rtt``). Here, per prompt and gamma:
 
 1. direct: a serial run against the vLLM server, and its replays with d added to every request
    (the slider at d), from that run's own costs (``specviz.measure.real_vs_sim.costs_for``: the
@@ -28,21 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.overlap import PROMPTS  # noqa: E402  (the same two prompts as the SSD table)
 from specviz import RunConfig, load_pair  # noqa: E402
 from specviz.measure.pearl_real import pearl_run  # noqa: E402
 from specviz.measure.real_vs_sim import costs_for, run_alpha, serial_run  # noqa: E402
 from specviz.measure.ssd_real import ssd_run, user_budget  # noqa: E402
 from specviz.models import relay  # noqa: E402
 from specviz.replay import what_if  # noqa: E402
+from specviz.replay.latency import with_rtt  # noqa: E402
 
-PROMPTS = {"code": "Write a Python function that checks whether a number is prime, with a docstring.",
-           "prose": "Explain in three sentences why the sky is blue."}
 SCHEDULES = ("serial", "pearl", "ssd")
-
-
-def with_rtt(costs, rtt_ms: float):
-    """As the page's slider: ``rtt_ms`` more network before every target request."""
-    return dataclasses.replace(costs, network_ms=costs.network_ms + rtt_ms)
 
 
 def predicted(pair, config: RunConfig, fanout: int, delays: list[float]) -> tuple[dict, object]:

@@ -15,6 +15,8 @@ conftest.py). Test modules import from here, never from one another.
 from __future__ import annotations
 
 import contextlib
+import http.server
+import json
 import math
 import multiprocessing
 import os
@@ -130,6 +132,25 @@ def free_port() -> int:
     with contextlib.closing(socket.socket()) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server's handler for the tests' stand-in servers: ``send`` answers with JSON,
+    ``body`` reads a JSON request; nothing is logged."""
+
+    def body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def send(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
 
 
 def stop_process(proc, grace_s: float) -> None:

@@ -319,3 +319,11 @@ def test_a_measurement_that_cannot_run_says_why_and_can_be_tried_again(tiny_pair
     assert quick.error is None and quick.start(need)
     quick.wait(60)
     assert "context" in quick.error
+
+
+def test_an_added_round_trip_lands_before_every_target_request_and_nothing_else():
+    """The round-trip slider's costs (``latency.with_rtt``): network time only."""
+    far = latency.with_rtt(HAND, 250.0)
+    assert far.network_ms == HAND.network_ms + 250.0
+    assert far.verify(5) == HAND.verify(5) and far.draft(1) == HAND.draft(1)
+    assert latency.with_rtt(HAND, 0) is HAND

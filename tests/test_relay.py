@@ -3,38 +3,25 @@
 from __future__ import annotations
 
 import http.server
-import json
 import threading
 import time
 
 import pytest
 import requests
-from helpers import free_port
+from helpers import JsonHandler, free_port
 
 from specviz.models import relay
 from specviz.record.errors import BadInput
 
 
-class _Echo(http.server.BaseHTTPRequestHandler):
+class _Echo(JsonHandler):
     """Answers a POST with its path and JSON body, a GET of /missing with 404."""
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self._send(200, {"path": self.path, "got": body})
+        self.send(200, {"path": self.path, "got": self.body()})
 
     def do_GET(self):  # noqa: N802
-        self._send(404 if self.path == "/missing" else 200, {"path": self.path})
-
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send(404 if self.path == "/missing" else 200, {"path": self.path})
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import free_port
+from helpers import JsonHandler, free_port
 
 from specviz import Trace, autoregressive, load_pair, speculative
 from specviz.cli.commands import main as cli_main
@@ -205,36 +205,25 @@ def test_a_server_that_stops_mid_run_leaves_the_run_unfinished(pair):
     assert not run.done and run.trace.stop_reason == "" and not run.trace.summary
 
 
-class _Plain(http.server.BaseHTTPRequestHandler):
+class _Plain(JsonHandler):
     """A real HTTP server that is not vLLM: 503 for everything, or (``openai``) an
     OpenAI-compatible server without vLLM's prompt_logprobs extension."""
 
     openai = False
 
-    def _send(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self):  # noqa: N802
         if not self.openai:
-            return self._send(503, {"error": {"message": "no backend available"}})
-        self._send(200, {"data": [{"id": "plain"}]})
+            return self.send(503, {"error": {"message": "no backend available"}})
+        self.send(200, {"data": [{"id": "plain"}]})
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.body()
         if not self.openai:
-            return self._send(503, {"error": {"message": "no backend available"}})
+            return self.send(503, {"error": {"message": "no backend available"}})
         if self.path == "/tokenize":
-            return self._send(200, {"tokens": self.server.tokenizer.encode(body["prompt"], add_special_tokens=False),
+            return self.send(200, {"tokens": self.server.tokenizer.encode(body["prompt"], add_special_tokens=False),
                                     "max_model_len": 4096})
-        self._send(200, {"choices": [{"text": "x", "logprobs": {"top_logprobs": [{"token_id:1": -0.1}]}}]})
-
-    def log_message(self, *args):
-        pass
+        self.send(200, {"choices": [{"text": "x", "logprobs": {"top_logprobs": [{"token_id:1": -0.1}]}}]})
 
 
 @pytest.fixture

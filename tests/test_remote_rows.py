@@ -17,11 +17,11 @@ and 7 after the whole prompt.
 from __future__ import annotations
 
 import http.server
-import json
 import math
 import threading
 
 import pytest
+from helpers import JsonHandler
 
 from specviz.models.remote import RemoteError, RemoteTarget
 
@@ -52,19 +52,10 @@ RESPONSE = {
 }
 
 
-class _Completions(http.server.BaseHTTPRequestHandler):
+class _Completions(JsonHandler):
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append((self.path, body))
-        data = json.dumps(RESPONSE).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.server.requests.append((self.path, self.body()))
+        self.send(200, RESPONSE)
 
 
 @pytest.fixture

@@ -177,18 +177,25 @@ def compared_line(prev: dict[str, Any], gamma: int, tree: bool = False, tr: Tran
     return None
 
 
-def vs_chain_text(rows: list[dict[str, Any]], row: dict[str, Any], tr: Translator = N_) -> str:
+def best_chains(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any] | None]:
+    """Each tree run's best chain row (``compared_row``), by run number: found once per table."""
+    return {r["run"]: compared_row(rows, r) for r in rows if r.get("tree")}
+
+
+def vs_chain_text(rows: list[dict[str, Any]], row: dict[str, Any], tr: Translator = N_,
+                  bests: dict[int, dict[str, Any] | None] | None = None) -> str:
     """The history's "vs chain" cell: for a tree run, its gain over the best chain
     (``tree_vs_chain``) and that run ("×1.12 #4"; "no chain" when the history has none, "–" when
     the tree has no fair speedup of its own); for the chain run that is some tree run's best
     chain, a star ("★ best"); else empty."""
+    bests = best_chains(rows) if bests is None else bests
     if row.get("tree"):
-        best = compared_row(rows, row)
+        best = bests[row["run"]]
         if best is None:
             return DASH if row.get("contention") else tr(N_("no chain"))
         ratio = tree_vs_chain(row, best)
         return DASH if ratio is None else f"{fmt_speedup(ratio)} #{best['run']}"
-    if is_chain(row) and any(r.get("tree") and compared_row(rows, r) is row for r in rows):
+    if is_chain(row) and any(best is row for best in bests.values()):
         return tr(N_("★ best"))
     return ""
 
@@ -278,8 +285,9 @@ def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[
     """The rows as the table shows them, newest first: text through each metric's
     formatter, the bar columns as whole percentages, a tree beside its depth ("5 · 16×3"),
     a tree run against the best chain (``vs_chain_text``); ``tr`` translates the words."""
-    return [{c.key: vs_chain_text(rows, r, tr) if c.key == VS_CHAIN else _marked(r, c, tr) for c in TABLE_COLUMNS}
-            for r in reversed(rows)]
+    bests = best_chains(rows)
+    return [{c.key: vs_chain_text(rows, r, tr, bests) if c.key == VS_CHAIN else _marked(r, c, tr)
+             for c in TABLE_COLUMNS} for r in reversed(rows)]
 
 
 def _marked(row: dict[str, Any], c: Column, tr: Translator) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections.abc import Iterable
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,12 @@ class LatencyModel:
             source=str(data.get("source", "")),
             meta=dict(data.get("meta", {})),
         )
+
+
+def with_rtt(costs: LatencyModel, rtt_ms: float) -> LatencyModel:
+    """``costs`` with ``rtt_ms`` more network before every target request: a server that much
+    farther away (the Parallel page's round-trip slider; bench/round_trip.py checks it)."""
+    return dataclasses.replace(costs, network_ms=costs.network_ms + rtt_ms) if rtt_ms else costs
 
 
 def from_trace(trace) -> LatencyModel:

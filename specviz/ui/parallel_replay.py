@@ -4,7 +4,6 @@ target alone to divide by, and the replay under each schedule, into a ``Replay``
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ from specviz.record.errors import BadInput
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
 from specviz.replay import what_if as parallel
+from specviz.replay.latency import with_rtt
 from specviz.replay.schedules import FANOUT_MODES
 from specviz.ui.chrome import keep_choices
 from specviz.ui.controller import ENGINE_LOCK
@@ -163,11 +163,6 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
                   quick=quick, needed=needed, to_measure=to_measure, measuring=measuring, waiting=waiting,
                   results=results, alone_tps=alone_rate(alone_run, waiting, with_rtt(costs, rtt), len(trace.output_ids)),
                   rtt_ms=rtt)
-
-
-def with_rtt(costs, rtt_ms: float):
-    """``costs`` with ``rtt_ms`` more network before every target request."""
-    return dataclasses.replace(costs, network_ms=costs.network_ms + rtt_ms) if rtt_ms else costs
 
 
 def round_trip_sweep(r: Replay, step_ms: int = 100) -> tuple[list[float], dict[str, list[float]]]:
