@@ -38,8 +38,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         time.sleep(self.server.delay_s)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"host"}}
         try:
-            r = self.server.session.request(method, self.server.upstream + self.path, data=body, headers=headers,
-                                            timeout=600)
+            r = self.server.session().request(method, self.server.upstream + self.path, data=body, headers=headers,
+                                              timeout=600)
         except requests.RequestException as exc:
             self._answer(502, f"relay: the upstream {self.server.upstream} did not answer ({exc})".encode(),
                          "text/plain")
@@ -70,7 +70,14 @@ def start(upstream: str, delay_ms: float, port: int = 0) -> http.server.Threadin
         raise BadInput(f"the relay's delay must be >= 0 ms, not {delay_ms:g}", "delay_ms")
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Forward)
     httpd.upstream, httpd.delay_s = upstream.rstrip("/"), delay_ms / 1000
-    httpd.session = requests.Session()
+    local = threading.local()  # a requests.Session per handler thread: one is not safe to share between threads
+
+    def session() -> requests.Session:
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+        return local.session
+
+    httpd.session = session
     threading.Thread(target=httpd.serve_forever, daemon=True, name="specviz-relay").start()
     return httpd
 
