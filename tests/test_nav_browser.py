@@ -251,7 +251,8 @@ def _step_on_screen(page, flavour: str, n: int, lang: str) -> tour.Step:
     step = tour.STEPS[flavour][n - 1]
     tr = gettext_for(LANGS[lang])
     bar = page.locator(".st-key-sv-tour")
-    expect(bar.locator(f'[data-sv-tour-step="{n}"]')).to_be_attached()
+    # the step may be on another page, opened by Next: as long to come as that page's content (below)
+    expect(bar.locator(f'[data-sv-tour-step="{n}"]')).to_be_attached(timeout=60_000)
     expect(bar).to_contain_text(tr(step.title))
     expect(page.locator(DRAWN[step.page]).first).to_be_visible(timeout=60_000)
     if not step.figure:
