@@ -1,7 +1,7 @@
 """The fixtures shared by the test modules: the tiny pair (fp32, CPU), a recorder of the
 KV-cached models a run creates, the app on the tiny pair only, a fresh model cache, one
-Chromium and one app server for the browser tests, one vLLM server for the remote-target
-tests. Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
+Chromium and one app server for the browser tests, real vLLM servers (the remote target; a
+tiny speculating one for the Server page). Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
 And which phase of tests/run.sh each test runs in: SERIAL_MODULES and ``--phase`` below.
 
 Nothing here may reach a model hub: HF_HUB_OFFLINE is set before anything imports
@@ -10,10 +10,12 @@ huggingface_hub.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -33,24 +35,19 @@ from helpers import (  # noqa: E402
 from specviz import load_pair  # noqa: E402
 
 
-# The modules that run in the serial phase (tests/run.sh), alone on the machine, after the parallel one:
-# the ones that time runs against the clock or measure the machine's load (the busy meter, contention
-# marks, forward-pass costs, the race's speeds, the real overlap's threads pinned to cores). Every
-# ``browser`` test and every test marked ``serial`` runs there too. Everything else, a new test
-# module included, runs in the parallel phase: parallel-safe by default.
+# The modules that run in the serial phase (tests/run.sh), alone on the machine, first: the ones that
+# time runs against the clock or measure the machine's load (the busy meter, contention marks,
+# forward-pass costs, the race's speeds, the real overlap's threads pinned to cores). Every test marked
+# ``serial`` runs there too. Everything else, the browser tests (they accept a run marked busy) and a new
+# test module included, runs in the parallel phase: parallel-safe by default.
 SERIAL_MODULES = frozenset({
     "test_busy.py", "test_busy_browser.py", "test_clock.py", "test_costs.py", "test_overlap.py", "test_race.py",
 })
-# The browser tests stay here too, though they accept a run marked busy: in the parallel phase,
-# beside the vLLM server (14 GB resident with its draft) and the worker that had just run the fp32
-# pair (5.6 GB still resident), their Chromium and two app servers took the machine to 23.2 of its
-# 23.5 GB and it thrashed (a 2-core run's load average reached 87).
 
 
 def is_serial(item) -> bool:
     """Whether a test runs in the serial phase (above)."""
-    return (item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
-            or item.get_closest_marker("browser") is not None)
+    return item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
 
 
 def pytest_addoption(parser):
@@ -62,14 +59,12 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(session, config, items):
-    """The phase's tests only (``--phase``). The real default pair's tests (the vLLM ones
-    included) first and in one xdist group, so under pytest-xdist one worker runs them one
-    after another (one real pair in memory at a time, the vLLM server's start beside the
-    other worker's tests) while the other worker takes the rest; the browser tests last,
-    together (a stable sort: the order within is kept), so the session's Chromium and app
-    server (below) live only while they run, and never beside the tests that time runs or
-    measure the machine's load. And the ``slow`` mark (the quick loop is ``pytest -m "not
-    slow"``) on every test of a kind that is always slow."""
+    """The phase's tests only (``--phase``), in two xdist groups and the rest. The real default
+    pair's tests in one group, so one worker runs them one after another (one real pair in memory
+    at a time), the vLLM server's first (it stops before the fp32 pair loads: 11 GB, then 8); the
+    browser tests in another, so one worker's Chromium and app servers (session fixtures) serve
+    them all; every other test goes to whichever worker is free (tests/run.sh). And the ``slow``
+    mark (the quick loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
     phase = config.getoption("--phase")
     if phase != "all":
         keep = [item for item in items if is_serial(item) == (phase == "serial")]
@@ -77,19 +72,23 @@ def pytest_collection_modifyitems(session, config, items):
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+    # stable: each module's tests stay together and in order, so its module fixtures start once
     items.sort(key=lambda item: (item.get_closest_marker("default_pair") is None,
+                                 item.get_closest_marker("vllm") is None,
                                  item.get_closest_marker("browser") is not None))
-    # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
     for item in items:
+        # every browser, default-pair and vLLM test takes over 5 s: slow, out of the quick loop
         if any(item.get_closest_marker(name) for name in ("browser", "default_pair", "vllm")):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("default_pair"):
             item.add_marker(pytest.mark.xdist_group("default_pair"))
+        elif item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 def pytest_configure(config):
-    """Under pytest-xdist (tests/run.sh's parallel phase, two workers on two cores): one torch
-    thread per worker, so the workers' threads never outnumber the cores."""
+    """Under pytest-xdist (tests/run.sh's parallel phase): one torch thread per worker, so the
+    workers' threads never outnumber the cores by more than the one worker that mostly waits."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
 
@@ -227,29 +226,15 @@ def _die_with_parent() -> None:
         pass
 
 
-@pytest.fixture(scope="module")
-def vllm_server(request, tmp_path_factory):
-    """The base URL of a real vLLM server serving the default target (tests/test_remote.py's docstring); started once
-    for the module that uses it (test_remote.py, the only one) and stopped after it: an idle vLLM server still takes
-    CPU, and the browser and busy-meter tests that run later must find the machine quiet. Or
-    ``SPECVIZ_TEST_VLLM_URL`` for one already running."""
-    if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
-        yield url.rstrip("/")
-        return
+@contextlib.contextmanager
+def _vllm_serving(cmd: list[str], log: Path):
+    """Run vLLM's server ``cmd`` (its output to ``log``) until it answers; yield its URL; stop it."""
     from specviz.models import vllm_local
 
     if not vllm_local.installed():
         pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.models.vllm_local install  "
                     "(tests/run.sh does)")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    draft, target = request.getfixturevalue("default_bf16_folders")
-    # the bf16 cache folders, served in fp32 (vLLM casts them): no fp32 copy of the GGUFs is
-    # converted for the tests. vLLM's own speculative decoding with the default draft, 4 tokens
-    # a round (as serve_command(..., speculate=4) says it, with the bf16 draft folder).
-    cmd = vllm_local.serve_command(port, target, "float32") + [
-        "--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": 4})]
+    url = f"http://127.0.0.1:{cmd[cmd.index('--port') + 1]}"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=_die_with_parent)
@@ -262,3 +247,40 @@ def vllm_server(request, tmp_path_factory):
         yield url
     finally:
         stop_process(proc, 60)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(request, tmp_path_factory):
+    """The base URL of a real vLLM server serving the default target in fp32, without speculation of its own
+    (tests/test_remote.py's docstring); started once for the module that uses it (test_remote.py, the only one)
+    and stopped after it: an idle vLLM server still takes CPU and 11 GB. Or ``SPECVIZ_TEST_VLLM_URL`` for one
+    already running. No speculation: vLLM's own draft would run on every verify request too (a verify of 51
+    tokens took 3.9 s with it, 2.3 s without) and take 3.5 GB more."""
+    if url := os.environ.get("SPECVIZ_TEST_VLLM_URL"):
+        yield url.rstrip("/")
+        return
+    from specviz.models import vllm_local
+
+    _draft, target = request.getfixturevalue("default_bf16_folders")
+    # the bf16 cache folder, served in fp32 (vLLM casts it): no fp32 copy of the GGUF is converted for the tests
+    cmd = vllm_local.serve_command(free_port(), target, "float32")
+    with _vllm_serving(cmd, tmp_path_factory.mktemp("vllm") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def vllm_speculating_server(tmp_path_factory):
+    """The base URL of a real vLLM server with vLLM's own speculative decoding on (4 tokens a round), for
+    the Server page's metrics: the tiny pair, at a width vLLM's CPU attention takes (heads of 32), saved
+    to a folder. It starts in about 25 s and takes 3 GB."""
+    from specviz.models import vllm_local
+    from specviz.models.tiny_pair import CONTEXT, tiny_models, tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-vllm")
+    for role, model in zip(("draft", "target"), tiny_models(hidden_size=128)):
+        model.save_pretrained(folder / role)
+        tiny_tokenizer().save_pretrained(folder / role)
+    cmd = vllm_local.serve_command(free_port(), folder / "target", "float32", max_model_len=CONTEXT, name="tiny") + [
+        "--speculative-config", json.dumps({"model": str(folder / "draft"), "num_speculative_tokens": 4})]
+    with _vllm_serving(cmd, folder / "server.log") as url:
+        yield url

@@ -26,15 +26,16 @@ fi
 # No test may reach a model hub: everything runs offline.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # Two phases (tests/conftest.py says which test goes where):
-# 1. serial: the tests that time runs or measure the machine's load, and the browser tests, in one
-#    process, first, while nothing else has run on the machine (run after the parallel phase they
-#    found it busy: the load average was still above 4 minutes after the real pair's tests);
-# 2. parallel: every test not marked serial, on $SPECVIZ_TEST_WORKERS pytest-xdist workers (default
-#    2, one per core); the real default pair's tests, the vLLM server's among them, one after another
-#    on one worker while the other takes the rest.
+# 1. serial: the tests that time runs or measure the machine's load, in one process, first, while
+#    nothing else has run on the machine (run after the parallel phase they found it busy: the load
+#    average was still above 4 minutes after the real pair's tests);
+# 2. parallel: every other test, on $SPECVIZ_TEST_WORKERS pytest-xdist workers (default 3 on CI's
+#    2 cores: the worker of the vLLM tests mostly waits for the server, the browser tests' worker
+#    for the app and Chromium): the real default pair's tests, the vLLM server's first, one after
+#    another on one worker; the browser tests on another; the rest on whichever is free.
 # SPECVIZ_TEST_WORKERS=0 runs everything in one process instead. Either way the exit status is
 # pytest's: non-zero when any test failed, and 5 (no tests ran) only when neither phase ran one.
-workers="${SPECVIZ_TEST_WORKERS:-2}"
+workers="${SPECVIZ_TEST_WORKERS:-3}"
 if [ "$workers" = 0 ]; then
   exec "$py" -m pytest "$@"
 fi

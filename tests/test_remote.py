@@ -1,11 +1,11 @@
 """A remote target on a real vLLM server (its CPU build, in a virtual environment of its own:
 ``python -m specviz.models.vllm_local install``, which tests/run.sh runs), serving the default
-pair's target on loopback with vLLM's own speculative decoding on (the default draft, 4
-tokens), so the same server is the remote target and the Server page's metrics endpoint.
+pair's target in fp32 on loopback, without speculation of its own (the Server page's test has a
+speculating server of its own: tests/test_server_page_vllm.py).
 
 The server starts once per session (conftest's vllm_server: about 1.5 to 2 minutes on 2
 cores; its start-up time is printed). ``SPECVIZ_TEST_VLLM_URL`` points the tests at a server already running
-instead (the same target, started with ``python -m specviz.models.vllm_local serve --speculate 4``).
+instead (the same target, started with ``python -m specviz.models.vllm_local serve``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -250,41 +249,3 @@ def test_a_server_without_prompt_logprobs_is_refused(plain_server, pair):
     with pytest.raises(RemoteError, match="no prompt logprobs") as e:
         remote.verify([1, 2, 3], [4, 5], clock=None)
     assert plain_server in str(e.value)
-
-
-# --- the Server page, on the same server's real metrics ------------------------------------------------
-
-
-def test_the_server_page_shows_the_servers_own_speculative_decoding(vllm_server, app_tiny_only):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(SERVER_PAGE, default_timeout=120)
-    at.run()
-    at.sidebar.text_input(key="server_url").set_value(f"{vllm_server}/metrics")
-    at.sidebar.toggle(key="server_watch").set_value(True)
-    at.run()
-    assert not at.exception and not at.error
-    model = requests.get(f"{vllm_server}/v1/models", timeout=10).json()["data"][0]["id"]
-    requests.post(f"{vllm_server}/v1/completions", timeout=600, json={
-        "model": model, "prompt": "def fibonacci(n):", "max_tokens": 24, "temperature": 0.0}).raise_for_status()
-    time.sleep(0.5)
-    at.run()
-    assert not at.exception and not at.error
-    shown = {m.label: m.value for m in at.metric}
-    assert int(shown["Rounds (drafts)"].replace(",", "")) > 0
-    assert shown["Acceptance rate"].endswith("%")
-    assert float(shown["Mean acceptance length"]) >= 1.0
-    assert len(at.get("plotly_chart")) == 2
-
-
-def test_the_server_page_names_an_unreachable_address(app_tiny_only):
-    from streamlit.testing.v1 import AppTest
-
-    url = f"http://127.0.0.1:{free_port()}/metrics"
-    at = AppTest.from_file(SERVER_PAGE, default_timeout=60)
-    at.run()
-    at.sidebar.text_input(key="server_url").set_value(url)
-    at.sidebar.toggle(key="server_watch").set_value(True)
-    at.run()
-    assert not at.exception
-    assert any(url in e.value for e in at.error)

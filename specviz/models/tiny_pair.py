@@ -48,11 +48,12 @@ def tiny_token_ranks(tokenizer) -> list[int]:
     return first + sorted(set(vocab.values()) - set(first))
 
 
-def tiny_config(vocab_size: int) -> Qwen2Config:
+def tiny_config(vocab_size: int, hidden_size: int = 64) -> Qwen2Config:
+    """Two layers, 4 heads of ``hidden_size`` / 4 (vLLM's CPU attention needs heads of 32 or more: 128)."""
     return Qwen2Config(
         vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -64,14 +65,15 @@ def tiny_config(vocab_size: int) -> Qwen2Config:
     )
 
 
-def tiny_models(seed: int = 0, noise: float = 0.1) -> tuple[Qwen2ForCausalLM, Qwen2ForCausalLM]:
+def tiny_models(seed: int = 0, noise: float = 0.1,
+                hidden_size: int = 64) -> tuple[Qwen2ForCausalLM, Qwen2ForCausalLM]:
     """(draft, target): the target from seeded random weights, the draft a noisy copy.
 
     Weights are drawn with a larger spread than training init (std 0.3 for the
     output head) so next-token distributions are peaked, as a trained model's are;
     that keeps greedy near-ties rare and acceptance in the interesting range.
     """
-    config = tiny_config(len(SPECIALS) + len(ALPHABET))
+    config = tiny_config(len(SPECIALS) + len(ALPHABET), hidden_size)
     gen = torch.Generator().manual_seed(seed)
     target = Qwen2ForCausalLM(config).eval()
     draft = Qwen2ForCausalLM(config).eval()

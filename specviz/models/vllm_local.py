@@ -74,16 +74,16 @@ def target_folder(dtype: str = "float32") -> Path:
 
 
 def serve_command(port: int, folder: Path, dtype: str = "float32", max_model_len: int = 4096,
-                  speculate: int = 0) -> list[str]:
-    """vLLM's OpenAI-compatible server for ``folder``; ``speculate`` > 0: vLLM's own
-    speculative decoding with the default draft, that many tokens per round."""
+                  speculate: int = 0, name: str = SERVED_NAME) -> list[str]:
+    """vLLM's OpenAI-compatible server for ``folder``, served as ``name``; ``speculate`` > 0:
+    vLLM's own speculative decoding with the default draft, that many tokens per round."""
     spec = []
     if speculate > 0:
         draft = materialize("default-draft", lambda message, fraction: None, dtype)
         spec = ["--speculative-config", json.dumps({"model": str(draft), "num_speculative_tokens": speculate})]
     return [
         str(python()), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(folder), "--served-model-name", SERVED_NAME, "--dtype", dtype,
+        "--model", str(folder), "--served-model-name", name, "--dtype", dtype,
         "--max-model-len", str(max_model_len), "--enforce-eager",
         "--host", "127.0.0.1", "--port", str(port), "--disable-uvicorn-access-log", *spec,
     ]
