@@ -47,7 +47,7 @@ for phase in serial parallel; do
   else
     args=(-p no:xdist)
   fi
-  echo "=== tests/run.sh: the $phase phase ==="
+  echo "=== tests/run.sh: the $phase phase, at ${SECONDS} s ==="
   rc=0
   "$py" -m pytest "${args[@]}" --phase "$phase" "$@" || rc=$?
   case "$rc" in
@@ -56,6 +56,7 @@ for phase in serial parallel; do
     *) [ "$status" -ne 0 ] || status=$rc ;;
   esac
 done
+echo "=== tests/run.sh: done at ${SECONDS} s ==="
 if [ "$status" -eq 0 ] && [ "$ran" -eq 0 ]; then
   echo "tests/run.sh: no tests ran" >&2
   status=5
