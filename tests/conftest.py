@@ -97,8 +97,8 @@ def pytest_configure(config):
 def _return_memory_after_the_real_pair(request):
     """After a test of the real pair: collect, and hand the freed heap back to the system
     (glibc keeps it otherwise). An fp32 pair loaded and dropped left 2.3 GB resident, 0.45 GB
-    once trimmed; the worker that runs the fp32 tests runs the vLLM server's next (14 GB), and
-    without this the machine was at 22.5 of its 23.5 GB."""
+    once trimmed; with the browser tests' worker and the others beside it, the machine had no
+    room for that: 17-19 of its 23.5 GB were taken while the vLLM server ran."""
     yield
     if request.node.get_closest_marker("default_pair") is not None:
         import ctypes
