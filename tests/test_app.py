@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,32 @@ def test_switching_pages_keeps_the_tiny_pair(monkeypatch):
             assert at.selectbox(key="pair_name").value == "tiny", page
             assert "pair_dtype" not in [s.key for s in at.selectbox], page  # no default-pair precision choice
         assert set(asked) <= {"tiny"}, asked
+    finally:
+        ui_pair._loader.clear()
+
+
+def test_a_pair_that_loads_while_its_card_is_drawn_is_drawn_once(monkeypatch):
+    """The race a busy machine found on a cold start: the pair finished loading after the page
+    checked it and before it waited for it, the card (with its pair choice) was drawn, and the page
+    drew the choice again (StreamlitDuplicateElementKey 'pair_name'). Here the card waits until the
+    loader is done, so the pair always comes in inside that window."""
+    real = ui_pair.sidebar_pair
+
+    def slow_card(*args, **kwargs):
+        card = real(*args, **kwargs)
+        loader = ui_pair.current_loader()
+        while not loader.done:
+            time.sleep(0.01)
+        return card
+
+    monkeypatch.setattr(ui_pair, "sidebar_pair", slow_card)
+    ui_pair._loader.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.run()
+        assert not at.exception, at.exception
+        assert at.selectbox(key="pair_name").value == "tiny"
+        assert at.button(key="run")  # the live page, drawn whole
     finally:
         ui_pair._loader.clear()
 

@@ -252,9 +252,10 @@ def require_pair() -> ModelPair | None:
                     "once (about 1 to 2 minutes). Later starts load the converted copy in seconds."
                 ))
             time.sleep(0.25)
-        st.rerun()  # redraw the whole app (sidebar card included) with the pair in hand
     if loader.error is None:
-        return loader.pair
+        # redraw the whole app with the pair in hand, even when it came in just after the check
+        # above: the card and its pair choice are drawn, and the page would draw them again
+        st.rerun()
     err = loader.error
     message = str(err) if isinstance(err, SpecvizError) else f"{type(err).__name__}: {err}"
     cmd = _install_command(message) if isinstance(err, ModelError) else None
