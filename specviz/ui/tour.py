@@ -246,11 +246,17 @@ def highlight_css(selector: str) -> str:
 
 
 def scroll_script(selector: str) -> str:
-    """Scroll the step's widget into view once it is drawn (polled for 10 s; our own selector)."""
-    return ("<script>(() => { let tries = 0; const timer = setInterval(() => { "
+    """Bring the step's widget into view once it is drawn, and keep it there while the page
+    settles: checked every 250 ms, scrolled (at once, not smoothly) whenever it is out of view,
+    for 2 s after it first has a size, or 30 s in all. A single smooth scroll as soon as the
+    widget existed left it out of view on a loaded machine, where the page grew above it after."""
+    return ("<script>(() => { let tries = 0, seen = 0; const timer = setInterval(() => { "
             f"const el = document.querySelector({json.dumps(selector)}); "
-            "if (el || ++tries > 40) { clearInterval(timer); "
-            "if (el) el.scrollIntoView({block: 'center', behavior: 'smooth'}); } }, 250); })();</script>")
+            "const box = el ? el.getBoundingClientRect() : null; "
+            "if (box && box.height > 0) { "
+            "if (box.bottom <= 0 || box.top >= window.innerHeight) el.scrollIntoView({block: 'center'}); "
+            "seen++; } "
+            "if (seen >= 8 || ++tries > 120) clearInterval(timer); }, 250); })();</script>")
 
 
 def render_bar(here: str) -> None:
