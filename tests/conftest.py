@@ -227,14 +227,14 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def _vllm_serving(cmd: list[str], log: Path):
-    """Run vLLM's server ``cmd`` (its output to ``log``) until it answers; yield its URL; stop it."""
+def _vllm_serving(port: int, cmd: list[str], log: Path):
+    """Run vLLM's server ``cmd`` on ``port`` (its output to ``log``) until it answers; yield its URL; stop it."""
     from specviz.models import vllm_local
 
     if not vllm_local.installed():
         pytest.fail(f"vLLM is not installed in {vllm_local.venv()}: run  python -m specviz.models.vllm_local install  "
                     "(tests/run.sh does)")
-    url = f"http://127.0.0.1:{cmd[cmd.index('--port') + 1]}"
+    url = f"http://127.0.0.1:{port}"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=vllm_local.serve_env(), stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=_die_with_parent)
@@ -263,8 +263,9 @@ def vllm_server(request, tmp_path_factory):
 
     _draft, target = request.getfixturevalue("default_bf16_folders")
     # the bf16 cache folder, served in fp32 (vLLM casts it): no fp32 copy of the GGUF is converted for the tests
-    cmd = vllm_local.serve_command(free_port(), target, "float32")
-    with _vllm_serving(cmd, tmp_path_factory.mktemp("vllm") / "server.log") as url:
+    port = free_port()
+    cmd = vllm_local.serve_command(port, target, "float32")
+    with _vllm_serving(port, cmd, tmp_path_factory.mktemp("vllm") / "server.log") as url:
         yield url
 
 
@@ -280,7 +281,8 @@ def vllm_speculating_server(tmp_path_factory):
     for role, model in zip(("draft", "target"), tiny_models(hidden_size=128)):
         model.save_pretrained(folder / role)
         tiny_tokenizer().save_pretrained(folder / role)
-    cmd = vllm_local.serve_command(free_port(), folder / "target", "float32", max_model_len=CONTEXT, name="tiny") + [
+    port = free_port()
+    cmd = vllm_local.serve_command(port, folder / "target", "float32", max_model_len=CONTEXT, name="tiny") + [
         "--speculative-config", json.dumps({"model": str(folder / "draft"), "num_speculative_tokens": 4})]
-    with _vllm_serving(cmd, folder / "server.log") as url:
+    with _vllm_serving(port, cmd, folder / "server.log") as url:
         yield url
