@@ -1,7 +1,7 @@
 """The fixtures shared by the test modules: the tiny pair (fp32, CPU), a recorder of the
 KV-cached models a run creates, the app on the tiny pair only, a fresh model cache, one
-Chromium and one app server for the browser tests, real vLLM servers (the remote target; a
-tiny speculating one for the Server page). Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
+Chromium and one app server for the browser tests, real vLLM servers (the default target, for the real pair
+against vLLM; a tiny speculating one for the protocol, the faults and the Server page). Plain helpers (runs, ports, the chi-square machinery, browser steps) are in helpers.py.
 And which phase of tests/run.sh each test runs in: SERIAL_MODULES and ``--phase`` below.
 
 Nothing here may reach a model hub: HF_HUB_OFFLINE is set before anything imports
@@ -91,6 +91,28 @@ def pytest_configure(config):
     workers' threads never outnumber the cores by more than the one worker that mostly waits."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """``SPECVIZ_TEST_TIMELINE=file``: one line per test appended to the file (worker, wall-clock
+    start and end in seconds since the epoch, node id), to see what each xdist worker ran when:
+    what the parallel phase waits for (tests/run.sh)."""
+    if path := os.environ.get("SPECVIZ_TEST_TIMELINE"):
+        import time
+
+        started = _STARTED.pop(nodeid, None)
+        with open(path, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {started or 0:.1f} {time.time():.1f} {nodeid}\n")
+
+
+_STARTED: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if os.environ.get("SPECVIZ_TEST_TIMELINE"):
+        import time
+
+        _STARTED[nodeid] = time.time()
 
 
 @pytest.fixture(autouse=True)
@@ -270,10 +292,14 @@ def vllm_server(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def vllm_speculating_server(tmp_path_factory):
-    """The base URL of a real vLLM server with vLLM's own speculative decoding on (4 tokens a round), for
-    the Server page's metrics: the tiny pair, at a width vLLM's CPU attention takes (heads of 32), saved
-    to a folder. It starts in about 25 s and takes 3 GB."""
+def tiny_vllm_server(tmp_path_factory):
+    """A real vLLM server on the tiny pair, with vLLM's own speculative decoding on (4 tokens a round):
+    the tiny pair at a width vLLM's CPU attention takes (heads of 32), saved to a folder, the target
+    served as "tiny". For everything that needs a vLLM server but not the real pair (the remote
+    target's protocol and faults, the Server page's metrics: tests/test_vllm_server.py). It starts in
+    about 25 s and takes 3 GB. Yields (url, the draft's folder) as ``.url`` and ``.draft``."""
+    from types import SimpleNamespace
+
     from specviz.models import vllm_local
     from specviz.models.tiny_pair import CONTEXT, tiny_models, tiny_tokenizer
 
@@ -281,8 +307,13 @@ def vllm_speculating_server(tmp_path_factory):
     for role, model in zip(("draft", "target"), tiny_models(hidden_size=128)):
         model.save_pretrained(folder / role)
         tiny_tokenizer().save_pretrained(folder / role)
+    # the server's tokenizer from a folder of its own: beside a Qwen2 config.json, transformers 5's
+    # AutoTokenizer builds Qwen's tokenizer around the saved vocabulary and drops the spaces
+    # (specviz reads tokenizer.json as saved: models/pair.py's load_tokenizer)
+    tiny_tokenizer().save_pretrained(folder / "tokenizer")
     port = free_port()
     cmd = vllm_local.serve_command(port, folder / "target", "float32", max_model_len=CONTEXT, name="tiny") + [
+        "--tokenizer", str(folder / "tokenizer"),
         "--speculative-config", json.dumps({"model": str(folder / "draft"), "num_speculative_tokens": 4})]
     with _vllm_serving(port, cmd, folder / "server.log") as url:
-        yield url
+        yield SimpleNamespace(url=url, draft=folder / "draft")
