@@ -59,11 +59,13 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(session, config, items):
-    """The phase's tests only (``--phase``), in two xdist groups and the rest. The real default
+    """The phase's tests only (``--phase``), in xdist groups and the rest. The real default
     pair's tests in one group, so one worker runs them one after another (one real pair in memory
     at a time), the vLLM server's first (it stops before the fp32 pair loads: 11 GB, then 8); the
-    browser tests in another, so one worker's Chromium and app servers (session fixtures) serve
-    them all; every other test goes to whichever worker is free (tests/run.sh). And the ``slow``
+    browser tests in two (the navigation tests, which start app servers of their own, and the rest),
+    so one worker's Chromium and app server (session fixtures) serve each; the tiny vLLM server's
+    tests in one (tests/test_vllm_server.py); every other test goes to whichever worker is free
+    (tests/run.sh). And the ``slow``
     mark (the quick loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
     phase = config.getoption("--phase")
     if phase != "all":
@@ -82,8 +84,9 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("default_pair"):
             item.add_marker(pytest.mark.xdist_group("default_pair"))
-        elif item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif item.get_closest_marker("browser"):  # the navigation tests start app servers of their own:
+            nav = item.path.name == "test_nav_browser.py"  # a group (and a Chromium) of their own
+            item.add_marker(pytest.mark.xdist_group("browser_nav" if nav else "browser"))
 
 
 def pytest_configure(config):

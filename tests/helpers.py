@@ -478,3 +478,17 @@ def app_server_running(log_name: str = "streamlit-server.log"):
     finally:
         stop_process(proc, 15)
         log.close()
+
+
+# --- SSD replayed from a serial run ------------------------------------------------------------------------
+
+def ssd_simulated(sd, budget, mode: str = "uniform", alpha: float | None = None):
+    """``schedules.ssd`` on the ranks and candidates a serial run ``sd`` recorded, with ``budget``
+    (specviz.measure.ssd_real's Budget) and fixed unit costs (hits do not depend on them)."""
+    from specviz.replay import schedules
+    from specviz.replay.latency import LatencyModel
+    from specviz.replay.what_if import replay_input
+
+    costs = LatencyModel(draft_ms={1: 1.0}, verify_ms={1: 3.0}, draft_prefill_ms=2.0, target_prefill_ms=4.0)
+    settings = budget.settings(sd.config.max_new_tokens, sd.eos_ids, mode, alpha)
+    return schedules.ssd(replay_input(sd), costs, settings)

@@ -1,6 +1,6 @@
 """SSD run for real (specviz/measure/ssd_real.py) and beside its simulation
-(specviz/measure/real_vs_sim.py, ``specviz overlap``), on the tiny fp32 pair, and once on
-the real default pair:
+(specviz/measure/real_vs_sim.py, ``specviz overlap``), on the tiny fp32 pair (the real default
+pair's: tests/test_default_pair.py):
 
 * its output is the target's own greedy output, token for token, at every fan-out, and it
   stops at EOS and at the budget as the engine does;
@@ -22,7 +22,7 @@ import threading
 
 import pytest
 import torch
-from helpers import make_config, run_ar, run_sd
+from helpers import make_config, run_ar, run_sd, ssd_simulated
 
 import specviz.measure.ssd_real
 from specviz.cli.commands import main
@@ -32,18 +32,10 @@ from specviz.record.errors import BadInput
 from specviz.record.run_config import FORWARD_KINDS
 from specviz.replay import schedules
 from specviz.replay.latency import LatencyModel
-from specviz.replay.what_if import replay_input
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-COSTS = LatencyModel(draft_ms={1: 1.0}, verify_ms={1: 3.0}, draft_prefill_ms=2.0, target_prefill_ms=4.0)
 PROMPTS = ["Hello world", "def add(a, b):", "1 2 3 4 5 6 7", "The quick brown fox"]
-
-
-def simulated(sd, budget: Budget, mode: str = "uniform", alpha: float | None = None):
-    """``schedules.ssd`` on the ranks and candidates a serial run recorded, with ``budget``."""
-    settings = budget.settings(sd.config.max_new_tokens, sd.eos_ids, mode, alpha)
-    return schedules.ssd(replay_input(sd), COSTS, settings)
 
 
 @pytest.mark.parametrize("fanout", [1, 2, 3])
@@ -55,7 +47,7 @@ def test_output_is_the_targets_and_hits_are_the_simulations(tiny_pair, prompt, g
     trace = run.trace
     assert trace.output_ids == run_ar(tiny_pair, prompt=prompt, max_new_tokens=32).output_ids
     assert trace.stop_reason == "max_new_tokens" and run.schedule == "ssd" and run.threads == 1
-    sim = simulated(run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=32), budget)
+    sim = ssd_simulated(run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=32), budget)
     assert [(r.accepted, r.emitted) for r in trace.rounds] == [(r.accepted, r.emitted) for r in sim.trace.rounds]
     assert run.hits == sim.hits and run.stats()["misses"] == sim.misses and run.hit_rate == pytest.approx(sim.hit_rate)
     assert not run.ssd_rounds[0].hit, "the first round is always a miss"
@@ -68,7 +60,7 @@ def test_geometric_fanout_follows_the_simulation(tiny_pair):
     budget = user_budget(None, 4, 2, max_branches=7)
     run = ssd_run(tiny_pair, make_config(prompt="def add(a, b):", gamma=4, max_new_tokens=40), budget, "geometric",
                   alpha)
-    sim = simulated(sd, budget, "geometric", alpha)
+    sim = ssd_simulated(sd, budget, "geometric", alpha)
     assert run.trace.output_ids == sd.output_ids
     assert run.hits == sim.hits
     full = [r for r in run.ssd_rounds if len(r.fan) == 5 and not r.stopped]
@@ -233,21 +225,6 @@ def test_overlap_cli_prints_both_and_writes_the_json(tmp_path, capsys):
                  "--gamma", "2", "--max-new-tokens", "8", "--json", str(out)])
     assert code == 0 and json.loads(out.read_text())["measured"]["hit_rate"] is None
     assert main(["overlap", "--schedule", "ssd", "--pair", "tiny", "--prompt", "Hi", "--fanout", "0"]) == 2
-
-
-@pytest.mark.default_pair
-def test_default_pair_fp32_output_is_the_serial_runs(default_bf16_folders):
-    from specviz import load_pair
-
-    draft, target = default_bf16_folders
-    pair = load_pair(draft=str(draft), target=str(target), device="cpu", dtype="float32")
-    config = make_config(prompt="Write a Python function that checks whether a number is prime.", gamma=4,
-                         max_new_tokens=24)
-    sd = run_sd(pair, prompt=config.prompt, gamma=4, max_new_tokens=24)
-    run = ssd_run(pair, config, user_budget(None, 4, 2))
-    assert run.trace.output_ids == sd.output_ids
-    sim = simulated(sd, user_budget(None, 4, 2))
-    assert run.hits == sim.hits, "on the real pair too the hits are the simulation's"
 
 
 # --- the Parallel page's "SSD for real" ---------------------------------------------------------------------
