@@ -45,6 +45,12 @@ SERIAL_MODULES = frozenset({
 })
 
 
+# The browser tests' second xdist group: the navigation tests (app servers of their own, cold starts) and
+# the eight sessions at once (the heaviest minute and a half of the phase: kept apart from the other
+# browser tests' waits, and after the tours on their worker)
+BROWSER_NAV_MODULES = frozenset({"test_nav_browser.py", "test_load_browser.py"})
+
+
 def is_serial(item) -> bool:
     """Whether a test runs in the serial phase (above)."""
     return item.path.name in SERIAL_MODULES or item.get_closest_marker("serial") is not None
@@ -62,8 +68,8 @@ def pytest_collection_modifyitems(session, config, items):
     """The phase's tests only (``--phase``), in xdist groups and the rest. The real default
     pair's tests in one group, so one worker runs them one after another (one real pair in memory
     at a time), the vLLM server's first (it stops before the fp32 pair loads: 11 GB, then 8); the
-    browser tests in two (the navigation tests, which start app servers of their own, and the rest),
-    so one worker's Chromium and app server (session fixtures) serve each; the tiny vLLM server's
+    browser tests in two (BROWSER_NAV_MODULES and the rest), so one worker's Chromium and app server
+    (session fixtures) serve each; the tiny vLLM server's
     tests in one (tests/test_vllm_server.py); every other test goes to whichever worker is free
     (tests/run.sh). And the ``slow``
     mark (the quick loop is ``pytest -m "not slow"``) on every test of a kind that is always slow."""
@@ -84,9 +90,9 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("default_pair"):
             item.add_marker(pytest.mark.xdist_group("default_pair"))
-        elif item.get_closest_marker("browser"):  # the navigation tests start app servers of their own:
-            nav = item.path.name == "test_nav_browser.py"  # a group (and a Chromium) of their own
-            item.add_marker(pytest.mark.xdist_group("browser_nav" if nav else "browser"))
+        elif item.get_closest_marker("browser"):  # two groups, a Chromium each: about 4 minutes each
+            apart = item.path.name in BROWSER_NAV_MODULES
+            item.add_marker(pytest.mark.xdist_group("browser_nav" if apart else "browser"))
 
 
 def pytest_configure(config):

@@ -71,3 +71,15 @@ def test_every_page_is_thin(page):
     state machine, decisions and drawing live in specviz/ui/, where they are tested."""
     lines = (ROOT / "pages" / page).read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 60, (page, len(lines))
+
+
+@pytest.mark.parametrize("argv", [["validate", "assets/traces/chinese-autoregressive-greedy.json"], ["--help"],
+                                  ["generate", "--gamma", "x"]])
+def test_a_command_that_runs_no_model_loads_no_torch(argv):
+    """``specviz validate``, ``--help`` and a bad flag answer without loading torch or transformers
+    (seconds on a busy machine): the parser's choices come from the record layer."""
+    loaded = _python("import sys\n"
+                     "from specviz.cli.commands import main\n"
+                     f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+                     "print('LOADED', sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    assert loaded.splitlines()[-1] == "LOADED []", loaded[-2000:]

@@ -251,10 +251,11 @@ def _step_on_screen(page, flavour: str, n: int, lang: str) -> tour.Step:
     step = tour.STEPS[flavour][n - 1]
     tr = gettext_for(LANGS[lang])
     bar = page.locator(".st-key-sv-tour")
-    # the step may be on another page, opened by Next: as long to come as that page's content (below)
-    expect(bar.locator(f'[data-sv-tour-step="{n}"]')).to_be_attached(timeout=60_000)
+    # the step may be on another page, opened by Next: as long to come as that page's content (below), as
+    # long as a run may take (a loaded phase once took over 60 s to draw the About page's formulas)
+    expect(bar.locator(f'[data-sv-tour-step="{n}"]')).to_be_attached(timeout=RUN_TIMEOUT_MS)
     expect(bar).to_contain_text(tr(step.title))
-    expect(page.locator(DRAWN[step.page]).first).to_be_visible(timeout=60_000)
+    expect(page.locator(DRAWN[step.page]).first).to_be_visible(timeout=RUN_TIMEOUT_MS)
     if not step.figure:
         expect(page.get_by_text(tr(step.widget), exact=True).filter(visible=True).first).to_be_visible()
     if step.highlight:

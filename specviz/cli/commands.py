@@ -91,17 +91,15 @@ def _progress_printer():
 
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
-    """How a run drafts, samples and stops: choices from the engine's registries."""
-    from specviz.engine.drafters import DRAFTERS
-    from specviz.models.draft_head import SIZES
-    from specviz.record.limits import MAX_TREE_NODES, QUANTS
-    from specviz.record.policies import POLICIES
+    """How a run drafts, samples and stops: choices from the record layer's names of the engine's
+    registries (no torch to load for a command that needs none: validate, --help, a bad flag)."""
+    from specviz.record.limits import DRAFT_HEAD_SIZES, DRAFTER_NAMES, MAX_TREE_NODES, POLICY_NAMES, QUANTS
 
-    p.add_argument("--policy", default="constant", choices=list(POLICIES))
-    p.add_argument("--drafter", default="model", choices=list(DRAFTERS))
+    p.add_argument("--policy", default="constant", choices=list(POLICY_NAMES))
+    p.add_argument("--drafter", default="model", choices=list(DRAFTER_NAMES))
     p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
                    help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
-                        f"{', '.join(str(n) for n in SIZES)}; 0 = the full head")
+                        f"{', '.join(str(n) for n in DRAFT_HEAD_SIZES)}; 0 = the full head")
     p.add_argument("--draft-quant", default="none", choices=list(QUANTS),
                    help="int8: the draft's Linears in dynamic int8 (CPU), a cheaper pass; none: as loaded")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -122,14 +120,13 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
 
 def _pair_flags(p: argparse.ArgumentParser) -> None:
     """Which pair, on which device, in which dtype: choices from the model registries."""
-    from specviz.models.pair import DTYPES
-    from specviz.record.limits import DEVICES, PAIRS
+    from specviz.record.limits import DEVICES, DTYPE_NAMES, PAIRS
 
     p.add_argument("--pair", choices=list(PAIRS), help="a named pair (default: default)")
     p.add_argument("--draft", help="draft model: HF id, local folder or .gguf file")
     p.add_argument("--target", help="target model: HF id, local folder or .gguf file")
     p.add_argument("--device", default="auto", choices=list(DEVICES))
-    p.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
+    p.add_argument("--dtype", default="auto", choices=["auto", *DTYPE_NAMES])
     p.add_argument("--target-url", metavar="URL",
                    help="the target on a vLLM server (OpenAI-compatible), e.g. http://127.0.0.1:8000; "
                         "the draft runs here; greedy only")
@@ -487,7 +484,7 @@ def _cost_curve(args: argparse.Namespace, style: Style) -> int:
 def _sweep_parser(sub) -> None:
     """``specviz sweep``: several prompts and a range of γ, so its own flags (the usual pair,
     device, dtype, draft-head and sampling flags among them)."""
-    from specviz.measure.sweep import MAX_REPEATS
+    from specviz.record.limits import MAX_REPEATS
 
     p = sub.add_parser("sweep", help="measure tok/s against gamma, and the target alone, on each prompt, "
                                      "beside the best gamma the formula predicts")
@@ -659,8 +656,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _overlap_parser(sub) -> None:
     """``specviz overlap``: PEARL or SSD run for real (two pinned threads, or against a vLLM server)
     and simulated, side by side (specviz.measure.real_vs_sim, the Parallel page's code)."""
-    from specviz.measure.ssd_real import MAX_BRANCHES
-    from specviz.record.limits import MAX_GAMMA
+    from specviz.record.limits import MAX_BRANCHES, MAX_GAMMA
     from specviz.replay.schedules import FANOUT_MODES
 
     p = sub.add_parser(

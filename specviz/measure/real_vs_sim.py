@@ -30,10 +30,11 @@ from specviz.engine.decode import speculative
 from specviz.measure import branch_costs
 from specviz.measure.forward_costs import DRAFT_BATCHES
 from specviz.measure.pearl_real import pearl_run
-from specviz.measure.ssd_real import MAX_BRANCHES, Budget, SsdRun, fit_budget, ssd_run, user_budget
+from specviz.measure.ssd_real import Budget, SsdRun, fit_budget, ssd_run, user_budget
 from specviz.measure.two_threads import OverlapRun
 from specviz.models.pair import ModelPair
 from specviz.record.errors import BadInput
+from specviz.record.limits import MAX_BRANCHES
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
 from specviz.replay import latency, schedules, what_if

@@ -66,6 +66,7 @@ from specviz.models.kv import Clock, KVModel
 from specviz.models.pair import ModelPair
 from specviz.record import stopping
 from specviz.record.errors import BadInput
+from specviz.record.limits import MAX_BRANCHES
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event, Round, Trace
 from specviz.replay.latency import LatencyModel
@@ -73,7 +74,6 @@ from specviz.replay.schedules import FANOUT_MODES, Settings, fan_out
 
 SCHEDULE = "ssd"
 DEFAULT_FANOUT = 2  # branches per outcome when no budget is fitted (the reference's default is 3)
-MAX_BRANCHES = 32  # the replay's default cap on B
 
 
 # --- the budget ----------------------------------------------------------------------------------

@@ -52,14 +52,13 @@ from specviz.engine.decode import autoregressive, speculative
 from specviz.models.pair import ModelPair
 from specviz.record.contention import Contention, merged
 from specviz.record.errors import BadInput
-from specviz.record.limits import MAX_GAMMA
+from specviz.record.limits import MAX_GAMMA, MAX_REPEATS
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
 from specviz.record.validate import check
 from specviz.replay.latency import LatencyModel, from_trace
 
 AR = 0  # the γ of a target-alone cell
-MAX_REPEATS = 20
 WARMUP_TOKENS = 8  # an untimed speculative run of this many tokens before the first timed one
 PROBE_TOKENS = 8
 PROBE_GAMMA = 4

@@ -31,9 +31,10 @@ import torch
 
 from specviz.models.int8 import int8_linear
 from specviz.record.errors import BadInput
+from specviz.record.limits import DRAFT_HEAD_SIZES
 
 RANKS_DIR = Path(__file__).resolve().parents[2] / "assets" / "token_ranks"
-SIZES = (8192, 16384, 32768, 65536)  # the cuts the CLI and the app offer
+SIZES = DRAFT_HEAD_SIZES  # the cuts the CLI and the app offer
 
 
 def vocab_fingerprint(tokenizer) -> str:

@@ -25,6 +25,9 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16")  # specviz.models.pair.DTYPES
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PAIRS = ("default", "tiny")
 QUANTS = ("none", "int8")  # "none": the draft as loaded (the pair's dtype)
+MAX_REPEATS = 20  # runs per point a sweep takes (measure.sweep)
+MAX_BRANCHES = 32  # SSD's default cap on the branches it prepares, B (measure.ssd_real, the replay)
+DRAFT_HEAD_SIZES = (8192, 16384, 32768, 65536)  # the FR-Spec cuts the CLI and the app offer (models.draft_head)
 UNKNOWN_TOKEN = -1  # a draft token a replay cannot know: after a wrong token in its block, or past the run
 MAX_TEMPERATURE = 100
 
