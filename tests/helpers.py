@@ -368,6 +368,18 @@ def wait_for_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
     expect(page.locator('[data-stale="true"]')).to_have_count(0, timeout=timeout_ms)
 
 
+def short_runs(page, tokens: int = 16) -> None:
+    """Live runs of ``tokens`` new tokens (under Sampling and length): quick on a busy machine."""
+    page.locator('[data-testid="stExpander"]').filter(has=page.locator(".st-key-max_new_tokens")).locator(
+        "summary").click()
+    box = page.locator(".st-key-max_new_tokens input")
+    box.fill(str(tokens))
+    box.press("Enter")
+    expect(box).to_have_value(str(tokens))
+    wait_for_run(page)
+    box.blur()
+
+
 def open_session(browser, url: str, scheme: str = "light", path: str = ""):
     """A fresh session (its own browser context) at 1280×720, the pair loaded. With ``path``
     ("about", "replay"), the page is opened by its address in a new session once the pair is

@@ -18,6 +18,7 @@ from helpers import (
     expect,
     no_exceptions,
     open_session,
+    short_runs,
     wait_for_run,
 )
 
@@ -27,13 +28,15 @@ from specviz.ui.chrome import DEFAULTS, EXAMPLES
 
 pytestmark = pytest.mark.browser
 SESSIONS = 8
+TOKENS = 24  # new tokens a run: each session redraws every round, 8 pages at once on a 2-core machine
 DONE = ".sv-badge:text-is('done')"
 
 
 def _setup(page, example: str, extra_gamma: int) -> None:
-    """Pick an example prompt and move γ up by ``extra_gamma`` from its default."""
+    """Pick an example prompt, runs of TOKENS new tokens, and move γ up by ``extra_gamma`` from its default."""
     page.locator(".st-key-example button", has_text=example).click()
     wait_for_run(page)
+    short_runs(page, TOKENS)
     thumb = page.locator(".st-key-gamma").get_by_role("slider")
     for _ in range(extra_gamma):
         thumb.press("ArrowRight")
@@ -48,7 +51,7 @@ def _output(page) -> str:
 
 
 def _expected(pair, example: str, gamma: int) -> str:
-    cfg = RunConfig(prompt=EXAMPLES[example], gamma=gamma, max_new_tokens=DEFAULTS["max_new_tokens"])
+    cfg = RunConfig(prompt=EXAMPLES[example], gamma=gamma, max_new_tokens=TOKENS)
     return speculative(pair, cfg).run().output_text
 
 

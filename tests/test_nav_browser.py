@@ -16,6 +16,7 @@ import pytest
 from helpers import (
     ACTION_TIMEOUT_MS,
     RUN_TIMEOUT_MS,
+    short_runs,
     VIEWPORT,
     app_server_running,
     button,
@@ -122,18 +123,6 @@ def _go(page, path: str, lang: str) -> None:
     wait_for_run(page)
 
 
-def _short_runs(page, tokens: int = 16) -> None:
-    """Live runs of ``tokens`` new tokens (under Sampling and length): quick on a busy machine."""
-    page.locator('[data-testid="stExpander"]').filter(has=page.locator(".st-key-max_new_tokens")).locator(
-        "summary").click()
-    box = page.locator(".st-key-max_new_tokens input")
-    box.fill(str(tokens))
-    box.press("Enter")
-    expect(box).to_have_value(str(tokens))
-    wait_for_run(page)
-    box.blur()
-
-
 def test_loading_is_marked_apart_from_ready(app):
     """The first session saw the card say "loading" before "ready", with no Run button
     until then (the page's script state alone cannot tell the two apart)."""
@@ -219,7 +208,7 @@ def test_no_label_is_cut(app, browser):
     ctx, page = _session(browser, url, "zh")
     cut = {}
     try:
-        _short_runs(page)
+        short_runs(page)
         button(page, "run").click()
         expect(page.locator(".sv-badge.sv-done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
         wait_for_run(page)
@@ -279,7 +268,7 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
         expect(page.locator(".st-key-tour_pick")).to_contain_text("your own run (Live)")
         button(page, "tour_start").click()
         _step_on_screen(page, "live", 1, "en")
-        _short_runs(page)
+        short_runs(page)
         shot(page, "nav-tour-en-1.png")
         button(page, "run").click()
         expect(page.locator(".sv-badge.sv-done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
