@@ -18,7 +18,7 @@ export PATH="$PWD/$venv/bin:$PATH"
 if ! [ -x /usr/bin/chromium ] || ! [ -d /usr/share/fonts/opentype/noto ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null
 fi
 # vLLM's CPU build, in a virtual environment of its own (it pins its own torch), for the
 # remote-target tests (tests/test_remote.py): minutes the first time, nothing after.
