@@ -452,7 +452,7 @@ def shot(page, name: str) -> None:
 def run_to_done(page) -> None:
     """Press Run on a fresh page (no earlier run) and wait for the run and its race to end."""
     button(page, "run").click()
-    expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=RUN_TIMEOUT_MS)
     wait_for_run(page)
 
 

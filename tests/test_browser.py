@@ -121,7 +121,7 @@ def test_status_reads_starting_right_after_run(app_server, browser):
         button(page, "run").click()
         page.wait_for_function("() => window.__svLog.some(e => e.status.includes('Starting'))",
                                timeout=30_000)
-        expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=RUN_TIMEOUT_MS)
         wait_for_run(page)
         log = page.evaluate("window.__svLog")
         shown = [e for e in log if e["status"] and e["status"] != before]
@@ -219,7 +219,7 @@ def test_dark_theme_is_legible(app_server, browser):
             "getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor")
         assert sum(rgb(bg)) < 3 * 80, f"the app did not follow the dark colour scheme: {bg}"
         page.locator("body").press("g")  # Run's keyboard shortcut
-        expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=RUN_TIMEOUT_MS)
         wait_for_run(page)
         timeline_drawn(page)
         color = page.evaluate("getComputedStyle(document.querySelector('.sv-strip-in')).color")

@@ -210,7 +210,7 @@ def test_no_label_is_cut(app, browser):
     try:
         short_runs(page)
         button(page, "run").click()
-        expect(page.locator(".sv-badge.sv-done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=RUN_TIMEOUT_MS)
         wait_for_run(page)
         for lang in ("zh", "en"):
             for path in PAGES:
@@ -270,7 +270,7 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
         short_runs(page)
         shot(page, "nav-tour-en-1.png")
         button(page, "run").click()
-        expect(page.locator(".sv-badge.sv-done")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+        expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=RUN_TIMEOUT_MS)
         wait_for_run(page)
         _next(page)
         _step_on_screen(page, "live", 2, "en")
@@ -296,7 +296,7 @@ def test_tour_end_to_end_on_a_live_run(app, browser):
         button(page, "run").click()
         # the second run done: its own status, without the first's note (a busy mark on the first run
         # alone must not pass for the second's end: under load the tour went on with the γ 4 run)
-        done = page.locator(".sv-status", has=page.locator(".sv-badge.sv-done"))
+        done = page.locator(".sv-status", has=page.locator(".sv-badge.sv-finished"))
         expect(done.filter(has_not_text="Settings changed")).to_be_visible(timeout=RUN_TIMEOUT_MS)
         # the second run is compared with the first, or, on a busy machine, says why not
         compared = page.locator('[data-testid="stMetricDelta"]', has_text="#").first

@@ -159,6 +159,11 @@ def _race_again(note: str, changed: bool) -> None:
               _("The same prompt and settings: a fresh speculative run, then the target alone."))
 
 
+# The finished run's badge: drawn as "ready" and "paused" are (sv-done), told apart by sv-finished,
+# whatever the language (the browser tests wait for it: "ready" is on screen before a run starts).
+FINISHED = "sv-done sv-finished"
+
+
 def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     tr = state.trace
     changed = state.race is not None and state.sig != signature(cfg)
@@ -173,7 +178,7 @@ def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
         s = F.live_summary(tr)
         why = stop_reason_text(tr.stop_reason, _).replace("_", " ")
         view.status(_("Done: {tokens} tokens in {rounds} rounds, {time} ({why})").format(
-            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms, _), why=why), _("done"), "sv-done", note)
+            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms, _), why=why), _("done"), FINISHED, note)
     elif state.sd_done:
         view.status(_("Speculative run done; the target-alone race is next."), _("paused"), "sv-stop", note)
     elif state.stopped:
