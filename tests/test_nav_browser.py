@@ -16,12 +16,12 @@ import pytest
 from helpers import (
     ACTION_TIMEOUT_MS,
     RUN_TIMEOUT_MS,
-    short_runs,
     VIEWPORT,
     app_server_running,
     button,
     expect,
     no_exceptions,
+    short_runs,
     shot,
     status,
     wait_for_pair,
