@@ -245,7 +245,10 @@ def _step_on_screen(page, flavour: str, n: int, lang: str) -> tour.Step:
     expect(bar).to_contain_text(tr(step.title))
     expect(page.locator(DRAWN[step.page]).first).to_be_visible(timeout=RUN_TIMEOUT_MS)
     if not step.figure:
-        expect(page.get_by_text(tr(step.widget), exact=True).filter(visible=True).first).to_be_visible()
+        # the page may draw again (the tour's own rerun on arrival): on a loaded machine About's main area
+        # was still empty 20 s after its heading had shown
+        expect(page.get_by_text(tr(step.widget), exact=True).filter(visible=True).first).to_be_visible(
+            timeout=RUN_TIMEOUT_MS)
     if step.highlight:
         target = page.locator(step.highlight).filter(visible=True).first
         expect(target).to_be_attached(timeout=30_000)
