@@ -376,8 +376,8 @@ def short_runs(page, tokens: int = 16) -> None:
     box.fill(str(tokens))
     box.press("Enter")
     expect(box).to_have_value(str(tokens))
+    box.blur()  # before the wait: a blur after it may start one more script run under the next click
     wait_for_run(page)
-    box.blur()
 
 
 def open_session(browser, url: str, scheme: str = "light", path: str = ""):
@@ -454,6 +454,16 @@ def run_to_done(page) -> None:
     button(page, "run").click()
     expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=RUN_TIMEOUT_MS)
     wait_for_run(page)
+
+
+def compared_with_run_1(page):
+    """After a second Live run, what says how it compares with run 1: the delta "vs #1" under its
+    numbers; or, where one of the two was timed on a busy machine (no fair comparison), the run's own
+    busy alert, or the history's ⚠ note naming run 1 (run 1 busy, run 2 quiet: no delta, no alert)."""
+    compared = page.locator('[data-testid="stMetricDelta"]', has_text="#1").first
+    busy = page.locator('[data-testid="stAlert"]', has_text="Timed on a busy machine").first
+    first_busy = page.get_by_text(re.compile(r"beside (tok/s|a speedup) \(#1\b")).first
+    return compared.or_(busy).or_(first_busy)
 
 
 def rgb(css: str) -> list[int]:
