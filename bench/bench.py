@@ -107,9 +107,19 @@ def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 
     return time.perf_counter() - t0, trace
 
 
+def load(args):
+    """The pair to bench: --draft and --target when given, else --pair by name."""
+    if args.draft or args.target:
+        return load_pair(draft=args.draft, target=args.target, device=args.device, dtype=args.dtype)
+    return load_pair(args.pair, device=args.device, dtype=args.dtype)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default="default")
+    ap.add_argument("--draft", help="a draft of your own (GGUF file, folder or hub id), with --target")
+    ap.add_argument("--target", help="a target of your own, with --draft (e.g. the default pair's GGUFs carried "
+                                     "to a machine without the part packages: bench/gpu_check.sh)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--gammas", type=int, nargs="+", default=list(range(1, 9)))
@@ -136,7 +146,7 @@ def main() -> None:
     if args.trees:
         return trees(args)
 
-    pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    pair = load(args)
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{args.max_new_tokens} new tokens, median of {args.repeats}\n")
@@ -204,7 +214,7 @@ def _head_label(quant: str, n: int) -> str:
 def draft_heads(args) -> None:
     """The draft-head table: c, acceptance and tok/s per gamma for each head (and each
     draft quantization), against HF assisted generation with the full draft."""
-    pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    pair = load(args)
     n, gammas = args.max_new_tokens, args.gammas
     drafts = [(q, h) for q in args.draft_quants for h in args.draft_heads]
     for q, h in drafts:  # build each draft variant once, before any timing
@@ -282,7 +292,7 @@ def _per_round(tr, kinds: tuple[str, ...], lane: str) -> float:
 
 def trees(args) -> None:
     """Chains against trees, each draft variant, every setting interleaved in each repeat."""
-    pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    pair = load(args)
     n = args.max_new_tokens
     for q in args.draft_quants:
         pair.draft_model(q)

@@ -142,10 +142,14 @@ def _return_memory_after_the_real_pair(request):
             pass
 
 
+TEST_DEVICE = os.environ.get("SPECVIZ_TEST_DEVICE", "cpu")
+
+
 @pytest.fixture(scope="session")
 def tiny_pair():
-    """The tiny Qwen2 pair in fp32 on the CPU. Never mutate it in a test."""
-    return load_pair("tiny", device="cpu", dtype="float32")
+    """The tiny Qwen2 pair in fp32, on the CPU unless SPECVIZ_TEST_DEVICE names another device
+    (``SPECVIZ_TEST_DEVICE=cuda`` runs the engine's tests on a GPU). Never mutate it in a test."""
+    return load_pair("tiny", device=TEST_DEVICE, dtype="float32")
 
 
 @pytest.fixture(scope="module")

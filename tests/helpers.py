@@ -55,6 +55,13 @@ def make_config(**overrides):
     return RunConfig(**base)
 
 
+def int8_needs_cpu(pair, quant: str = "int8") -> None:
+    """Skip a test that runs the int8 draft where the pair is not on the CPU (SPECVIZ_TEST_DEVICE):
+    the int8 draft is CPU only (PyTorch's dynamic int8 kernels, specviz/models/int8.py)."""
+    if quant == "int8" and pair.device.type != "cpu":
+        pytest.skip(f"the int8 draft runs on the CPU only; the pair is on {pair.device}")
+
+
 def run_sd(pair, **overrides):
     from specviz import speculative
 
@@ -226,8 +233,8 @@ def exact_first_two(pair, prompt_ids, sampling) -> dict:
 
     def dist(ids):
         with torch.inference_mode():
-            logits = pair.target(torch.tensor([ids])).logits[0, -1:].float()
-        return warp(logits, sampling)[0].double()
+            logits = pair.target(torch.tensor([ids], device=pair.device)).logits[0, -1:].float()
+        return warp(logits, sampling)[0].double().cpu()
 
     p1 = dist(prompt_ids)
     joint = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import string
 
 import pytest
-from helpers import make_config, recording_kv, run_ar, run_sd
+from helpers import int8_needs_cpu, make_config, recording_kv, run_ar, run_sd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -180,6 +180,7 @@ VARIANTS = (
 @pytest.mark.parametrize("variant, gamma, prompt", VARIANTS,
                          ids=[f"{'-'.join(f'{k}={v}' for k, v in d.items())}-g{g}-{p[:5]}" for d, g, p in VARIANTS])
 def test_greedy_output_is_the_targets_own_for_every_draft_variant(tiny_pair, variant, gamma, prompt):
+    int8_needs_cpu(tiny_pair, variant.get("draft_quant", "none"))
     sd = run_sd(tiny_pair, prompt=prompt, gamma=gamma, max_new_tokens=40, **variant)
     assert sd.output_ids == target_own(tiny_pair, prompt)
     quant, n = variant.get("draft_quant", "none"), variant["draft_vocab"]

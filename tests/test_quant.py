@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import make_config, run_sd
+from helpers import int8_needs_cpu, make_config, run_sd
 
 from specviz import BadInput, speculative
 from specviz.models.kv import KVModel
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_the_int8_copy_is_quantized_once_and_leaves_the_draft_as_it_was(tiny_pair):
+    int8_needs_cpu(tiny_pair)
     before = {k: v.clone() for k, v in tiny_pair.draft.state_dict().items()}
     q = tiny_pair.draft_model("int8")
     assert q is tiny_pair.draft_model("int8") and q is not tiny_pair.draft
@@ -35,6 +36,7 @@ def test_the_int8_copy_is_quantized_once_and_leaves_the_draft_as_it_was(tiny_pai
 
 
 def test_int8_logits_are_close_to_the_drafts_but_not_the_same(tiny_pair):
+    int8_needs_cpu(tiny_pair)
     ids = encode_prompt(tiny_pair.tokenizer, "Hello world", chat=True)
     full = KVModel(tiny_pair.draft, tiny_pair.device).forward(ids, 4)
     q = KVModel(tiny_pair.draft_model("int8"), tiny_pair.device).forward(ids, 4)
@@ -45,6 +47,7 @@ def test_int8_logits_are_close_to_the_drafts_but_not_the_same(tiny_pair):
 
 
 def test_int8_changes_the_drafts_probabilities(tiny_pair):
+    int8_needs_cpu(tiny_pair)
     full = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=24)
     q = run_sd(tiny_pair, prompt="Hello world", gamma=4, max_new_tokens=24, draft_quant="int8")
     assert [r.draft_probs for r in full.rounds] != [r.draft_probs for r in q.rounds]

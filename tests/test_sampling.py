@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 import torch
-from helpers import P_MIN, chi2_fit, exact_first_two_or_eos, make_config, run_ar, sample_first_two
+from helpers import P_MIN, chi2_fit, exact_first_two_or_eos, int8_needs_cpu, make_config, run_ar, sample_first_two
 from scipy import stats
 
 from specviz import autoregressive, speculative
@@ -329,6 +329,7 @@ def test_first_two_tokens_follow_the_target(tiny_pair, name):
     """The first two tokens (or an EOS) of many seeded runs, against the exact P(t1, t2) of the
     (warped) target from plain forward passes: chi-square."""
     mode, s, prompt, chat, runs, rest = E2E[name]
+    int8_needs_cpu(tiny_pair, rest.get("draft_quant", "none"))
     if prompt == NGRAM:
         prompt = ngram_prompt(tiny_pair)
     expected = exact_first_two_or_eos(tiny_pair, encode_prompt(tiny_pair.tokenizer, prompt, chat), s)

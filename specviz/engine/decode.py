@@ -169,6 +169,7 @@ def draft_view(q_rows: torch.Tensor, tokens: list[int]) -> tuple[list[int], list
 
     Ties (common in bf16) are broken as argmax breaks them, by the lower id first, so a
     token has rank 0 exactly when the greedy draft would have proposed it."""
+    q_rows = q_rows.cpu()
     picked = torch.tensor(tokens).unsqueeze(1)
     value = q_rows.gather(1, picked)
     ids = torch.arange(q_rows.shape[-1]).unsqueeze(0)

@@ -214,7 +214,7 @@ class TreeDrafter:
         feed = ids[start:]
         logits, t0, t1 = self.kv.timed_forward(feed, 1, self.clock)
         tree.events.append(Event("draft", "draft_forward" if start else "prefill", t0, t1, feed))
-        tree.rows[-1] = warp(logits, self.sampling)[0]
+        tree.rows[-1] = warp(logits, self.sampling)[0].cpu()  # draws use the CPU generator
         self.prefix, self.read = len(ids), {}
         if self.shape.widths:
             first = self.shape.widths[0]
@@ -235,7 +235,7 @@ class TreeDrafter:
             toks = [tree.tokens[i] for i in nodes]
             logits, t0, t1 = self.kv.timed_forward(toks, len(nodes), self.clock, allow=mask, positions=positions)
             tree.events.append(Event("draft", "draft_forward", t0, t1, toks))
-            rows = warp(logits, self.sampling)
+            rows = warp(logits, self.sampling).cpu()
             for r, i in enumerate(nodes):
                 tree.rows[i] = rows[r]
             for i, w in widths.items():
@@ -295,7 +295,7 @@ class TreeVerdict:
 def accept_tree(tree: DraftTree, logits: torch.Tensor, sampling: Sampling, gen: torch.Generator) -> TreeVerdict:
     """Greedy: follow the target's argmax down the tree. Sampling: multi-step speculative
     sampling at each node (module docstring)."""
-    p_rows = warp(logits, sampling)
+    p_rows = warp(logits, sampling).cpu()  # the draws use the CPU generator, on any device
     path: list[int] = []
     v = -1
     while True:
