@@ -77,7 +77,7 @@ def cli_tps(prompt: str, gamma: int, max_new: int, dtype: str) -> float:
 def app_tps(page, expect) -> float:
     """Press Run, wait for the run and its race to end, and read the run's tok/s from the
     trace the page offers for download (the metric on the page is rounded to 0.1)."""
-    done = page.locator(".sv-badge", has_text="done")
+    done = page.locator(".sv-badge.sv-finished")
     page.locator(".st-key-run button").filter(visible=True).click()
     expect(done).to_be_hidden(timeout=60_000)  # the last run's badge goes as this one starts
     # Look every few seconds, as a person glances at the page: Playwright's expect() polls the

@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--trees", action="store_true", help="print the chain-against-tree table")
     ap.add_argument("--tree-settings", nargs="+", default=TREE_SETTINGS, metavar="N:D:K|W1,W2,..",
                     help="with --trees: dynamic trees (nodes:depth:width) and static shapes (widths per depth)")
-    ap.add_argument("--hf-gammas", type=int, nargs="+", default=[4, 6],
+    ap.add_argument("--hf-gammas", type=int, nargs="+", default=[4, 6, 8],
                     help="with --trees: HF assisted generation at these γ (its best is the reference)")
     ap.add_argument("--inspect", action="store_true",
                     help="also record the inspector's top-10 rows and draft ranks (the app does); "

@@ -157,7 +157,7 @@ def one_run(page, expect, server: psutil.Process, spans: Path, timeout_ms: int) 
     app = page.locator('[data-testid="stApp"]')
     with contextlib.suppress(AssertionError):
         expect(app).to_have_attribute("data-test-script-state", "running", timeout=5000)
-    expect(page.locator(".sv-badge", has_text="done")).to_be_visible(timeout=timeout_ms)
+    expect(page.locator(".sv-badge.sv-finished")).to_be_visible(timeout=timeout_ms)
     settle(page, expect, timeout_ms)
     meter.stop()
     sampler.done.set()

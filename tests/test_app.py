@@ -153,7 +153,20 @@ def test_run_produces_rounds_stats_race_and_history(app):
     assert len(history) == 1 and history[0]["gamma"] == 4 and history[0]["example"] == "Code"
     assert history[0]["speedup"] is not None
     assert app.download_button(key="dl_history") and app.download_button(key="dl_trace")
-    assert any("Done" in h.value for h in app.html)
+    # the finished badge names its state and its run, in any language (the browser tests wait for it)
+    assert '<span class="sv-badge sv-finished" data-run="1">done</span>' in status_html(app)
+    app.button(key="run").click().run()
+    assert 'class="sv-badge sv-finished" data-run="2"' in status_html(app)
+
+
+def test_every_badge_state_has_a_class_of_its_own_and_a_colour():
+    from specviz.ui.view import Badge
+
+    states = [v for k, v in vars(Badge).items() if k.isupper()]
+    assert len(set(states)) == len(states) == 10
+    css = (Path(__file__).resolve().parent.parent / "assets" / "specviz.css").read_text(encoding="utf-8")
+    for cls in states:
+        assert f".sv-badge.{cls} " in css or f".sv-badge.{cls}," in css, f"no colour for the {cls} badge"
 
 
 def test_step_advances_exactly_one_round(app):

@@ -199,9 +199,12 @@ def test_second_run_measures_its_own_baseline(app_server, browser):
         race = page.locator('[data-testid="stColumn"]').filter(has_text="Race: speculative vs the target").last
         run_to_done(page)
         expect(race).to_contain_text("Speedup")
+        expect(page.locator('.sv-badge.sv-finished[data-run="1"]')).to_be_visible()
         button(page, "run").click()
-        # once the second run is recorded, the numbers compare it with run 1; on a busy
-        # machine (other processes took the cores: a shared CI box) they say so instead
+        # the second run's own "done" (run 1's has the same text and settings), and then the
+        # numbers compare it with run 1; on a busy machine (other processes took the cores: a
+        # shared CI box) they say so instead
+        expect(page.locator('.sv-badge.sv-finished[data-run="2"]')).to_be_visible(timeout=RUN_TIMEOUT_MS)
         expect(compared_with_run_1(page)).to_be_visible(timeout=RUN_TIMEOUT_MS)
         wait_for_run(page)
         expect(race).to_contain_text("Speedup")

@@ -29,7 +29,7 @@ from specviz.ui.chrome import DEFAULTS, EXAMPLES
 pytestmark = pytest.mark.browser
 SESSIONS = 8
 TOKENS = 24  # new tokens a run: each session redraws every round, 8 pages at once on a 2-core machine
-DONE = ".sv-badge:text-is('done')"
+DONE = ".sv-badge.sv-finished"  # the finished run's badge, in any language
 
 
 def _setup(page, example: str, extra_gamma: int) -> None:

@@ -36,7 +36,7 @@ from specviz.ui.state import (
     set_cmd,
     signature,
 )
-from specviz.ui.view import RunView, animate_round, stop_reason_text
+from specviz.ui.view import Badge, RunView, animate_round, stop_reason_text
 
 # One round at a time in this process: viewers in several browser tabs share the models,
 # and a forward pass timed while another session's pass runs would not be the real cost.
@@ -159,11 +159,6 @@ def _race_again(note: str, changed: bool) -> None:
               _("The same prompt and settings: a fresh speculative run, then the target alone."))
 
 
-# The finished run's badge: drawn as "ready" and "paused" are (sv-done), told apart by sv-finished,
-# whatever the language (the browser tests wait for it: "ready" is on screen before a run starts).
-FINISHED = "sv-done sv-finished"
-
-
 def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     tr = state.trace
     changed = state.race is not None and state.sig != signature(cfg)
@@ -173,25 +168,26 @@ def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
         view.error(_("{error} Run or Step starts a new run.").format(error=state.error))
     elif tr is None:
         view.status(_("Ready. Run ({run}) decodes at full speed; Step ({step}) shows one round at a time.").format(
-            **keys), _("ready"), "sv-done")
+            **keys), _("ready"), Badge.READY)
     elif state.finished:
         s = F.live_summary(tr)
         why = stop_reason_text(tr.stop_reason, _).replace("_", " ")
         view.status(_("Done: {tokens} tokens in {rounds} rounds, {time} ({why})").format(
-            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms, _), why=why), _("done"), FINISHED, note)
+            tokens=s["new_tokens"], rounds=s["rounds"], time=F.fmt_ms(tr.wall_ms, _), why=why), _("done"),
+            Badge.FINISHED, note, run=state.run_no)
     elif state.sd_done:
-        view.status(_("Speculative run done; the target-alone race is next."), _("paused"), "sv-stop", note)
+        view.status(_("Speculative run done; the target-alone race is next."), _("paused"), Badge.WAITING, note)
     elif state.stopped:
         view.status(_("Stopped after round {n}. Step or Autoplay continues; Run starts over.").format(
-            n=len(tr.rounds)), _("stopped"), "sv-stop", note)
+            n=len(tr.rounds)), _("stopped"), Badge.STOPPED, note)
     elif tr.rounds:
         view.status(_("{caption}. Next: Step ({step}).").format(
-            caption=F.round_caption(tr.rounds[-1], tr=_), **keys), _("paused"), "sv-done", note)
+            caption=F.round_caption(tr.rounds[-1], tr=_), **keys), _("paused"), Badge.PAUSED, note)
     elif state.playing:
-        view.status(_("Starting: the draft and the target read the prompt…"), _("starting"), "sv-live")
+        view.status(_("Starting: the draft and the target read the prompt…"), _("starting"), Badge.STARTING)
     else:
         view.status(_("Ready: prompt read. Step ({step}) drafts the first round.").format(**keys), _("ready"),
-                    "sv-done", note)
+                    Badge.READY, note)
 
 
 def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
@@ -222,7 +218,7 @@ def _fail(state: LiveState, exc: Exception) -> None:
 def _waiting(view: RunView, ahead: int) -> None:
     view.status(_("Waiting for the model: {n} runs ahead. The wait is not counted in any timing.").format(n=ahead)
                 if ahead > 1 else _("Waiting for the model: 1 run ahead. The wait is not counted in any timing."),
-                _("queued"), "sv-stop")
+                _("queued"), Badge.QUEUED)
 
 
 def _next(view: RunView, state: LiveState):
@@ -298,7 +294,7 @@ def play(view: RunView, state: LiveState, speed: float) -> None:
         if not animate and not state.sd_done and now - last > RENDER_EVERY_S:
             tr = state.trace
             view.status(_("Running at full speed: round {n}, {tokens} tokens").format(
-                n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), "sv-live")
+                n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), Badge.LIVE)
             view.strip(tr.rounds)
             view.stats(tr, note=contention_note(tr))
             if now - last_charts > CHARTS_EVERY_S:

@@ -20,7 +20,7 @@ from specviz.record.run_trace import Trace, trace_upto
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
 from specviz.ui.state import draft_head_label
-from specviz.ui.view import RunView, animate_round
+from specviz.ui.view import Badge, RunView, animate_round
 
 
 def load_trace_file(data: bytes | str) -> Trace:
@@ -46,13 +46,13 @@ def render_replay(view: RunView, trace: Trace, pos: int, ar: Trace | None = None
     badge = _("replay")
     if pos == 0:
         view.status(_("Replay: round 0 of {n}. Step ({key}) or Play to watch it.").format(n=n, key=SHORTCUTS["step"]),
-                    badge, "sv-done", where)
+                    badge, Badge.REPLAY, where)
     elif pos < n:
-        view.status(F.round_caption(trace.rounds[pos - 1], total=n, tr=_), badge, "sv-done", where)
+        view.status(F.round_caption(trace.rounds[pos - 1], total=n, tr=_), badge, Badge.REPLAY, where)
     else:
         s = F.live_summary(trace)
         view.status(_("Replay: all {n} rounds, {tokens} tokens in {time}").format(
-            n=n, tokens=s["new_tokens"], time=F.fmt_ms(trace.wall_ms, _)), badge, "sv-done", where)
+            n=n, tokens=s["new_tokens"], time=F.fmt_ms(trace.wall_ms, _)), badge, Badge.REPLAY, where)
     view.strip(upto.rounds, plain=trace.output_text if pos == n else None, follow=pos < n)
     view.stats(upto)
     view.charts(upto)

@@ -35,10 +35,28 @@ from specviz.ui.markdown import code_span
 from specviz.ui.state import LiveState, PromptRead
 
 
-def _status_html(text: str, badge: str | None = None, badge_cls: str = "sv-live", note: str | None = None,
-                 note_html: str | None = None) -> str:
-    """The status line: badge, text, note (``note_html``: a note already in HTML)."""
-    b = f'<span class="sv-badge {badge_cls}">{html.escape(badge)}</span>' if badge else ""
+class Badge:
+    """The status badge's classes, one per state; assets/specviz.css gives each its colour. A test or
+    a script finds a state by its class, in any language (``.sv-badge.sv-finished``: a finished run)."""
+
+    READY = "sv-ready"  # nothing run yet, or the prompt read and the first round next
+    STARTING = "sv-starting"
+    LIVE = "sv-live"  # running at full speed, or reading the prompt
+    SLOW = "sv-slow"  # a round in slow motion
+    PAUSED = "sv-paused"  # between steps
+    WAITING = "sv-waiting"  # the speculative run done, the target-alone race next
+    STOPPED = "sv-stopped"
+    QUEUED = "sv-queued"  # waiting for the model behind other sessions' runs
+    FINISHED = "sv-finished"
+    REPLAY = "sv-replay"
+
+
+def _status_html(text: str, badge: str | None = None, badge_cls: str = Badge.LIVE, note: str | None = None,
+                 note_html: str | None = None, run: int | None = None) -> str:
+    """The status line: badge, text, note (``note_html``: a note already in HTML). ``run``: the
+    history's number of the run the line is about, as the badge's ``data-run``."""
+    run_attr = f' data-run="{int(run)}"' if run is not None else ""
+    b = f'<span class="sv-badge {badge_cls}"{run_attr}>{html.escape(badge)}</span>' if badge else ""
     n = note_html if note_html is not None else html.escape(note) if note else ""
     n = f'<span class="sv-note">{n}</span>' if n else ""
     return f'<div class="sv-status" role="status">{b}<span>{html.escape(text)}</span>{n}</div>'
@@ -81,8 +99,9 @@ class RunView:
         self.n += 1
         return f"{name}-{self.n}"
 
-    def status(self, text: str, badge: str | None = None, badge_cls: str = "sv-live", note: str | None = None) -> None:
-        self._status = _status_html(text, badge, badge_cls, note)
+    def status(self, text: str, badge: str | None = None, badge_cls: str = Badge.LIVE, note: str | None = None,
+               run: int | None = None) -> None:
+        self._status = _status_html(text, badge, badge_cls, note, run=run)
         self.status_ph.html(self._status)
 
     def wait(self, seconds: float) -> None:
@@ -190,7 +209,7 @@ class RunView:
         before = getattr(self, "_status", None)
         badge = _("reading the prompt")
         counter = html.escape(_("{seconds} s so far")).replace("{seconds}", '<span class="sv-elapsed"></span>')
-        self.status_ph.html(_status_html(reading_text(read), badge, "sv-live", note_html=counter))
+        self.status_ph.html(_status_html(reading_text(read), badge, Badge.LIVE, note_html=counter))
         yield
         if before is not None:
             self.status_ph.html(before)
@@ -428,24 +447,24 @@ def animate_round(view: RunView, trace: Trace, rnd, speed: float) -> None:
     badge = _("slow motion ×{factor}").format(factor=f"{max(1, round(total * 1000 / real_ms)):,}")
     note = _("this round took {time} of real engine time; all timings shown are real").format(time=F.fmt_ms(real_ms, _))
     if rnd.tree:  # a tree grows one draft pass at a time, then the verify lights, then the path
-        view.status(F.round_caption(rnd, "draft", tr=_), badge, "sv-slow", note)
+        view.status(F.round_caption(rnd, "draft", tr=_), badge, Badge.SLOW, note)
         steps = FT.tree_steps(rnd)
         for s in range(1, steps - 1):
             view.tree(trace, rnd, s)
             view.wait(per_tok)
     elif n:
-        view.status(F.round_caption(rnd, "draft", tr=_), badge, "sv-slow", note)
+        view.status(F.round_caption(rnd, "draft", tr=_), badge, Badge.SLOW, note)
         for i in range(1, n + 1):
             view.strip(prior, rnd, "draft", i)
             view.wait(per_tok)
         view.timeline(trace_at(trace, rnd.index, "draft"))  # the draft's bars; the target waits
-    view.status(F.round_caption(rnd, "verify", tr=_) if n else F.round_caption(rnd, tr=_), badge, "sv-slow", note)
+    view.status(F.round_caption(rnd, "verify", tr=_) if n else F.round_caption(rnd, tr=_), badge, Badge.SLOW, note)
     view.strip(prior, rnd, "verify")
     if rnd.tree:
         view.tree(trace, rnd, FT.tree_steps(rnd) - 1)
     view.timeline(trace_at(trace, rnd.index, "verify"))  # the one verify pass; the draft waits
     view.wait(verify_s)
-    view.status(F.round_caption(rnd, tr=_), badge, "sv-slow", note)
+    view.status(F.round_caption(rnd, tr=_), badge, Badge.SLOW, note)
     view.strip(prior + [rnd])
     view.tree(trace, rnd)
     view.stats(upto)
