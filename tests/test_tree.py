@@ -24,7 +24,8 @@ from helpers import P_MIN, chi2_fit, exact_first_two_or_eos, make_config, run_ar
 
 from specviz import speculative
 from specviz.engine.acceptance import Sampling
-from specviz.engine.tree import DraftTree, accept_tree
+from specviz.engine.tree import DraftTree, TreeDrafter, TreeShape, accept_tree
+from specviz.models.kv import Clock, KVModel
 from specviz.record.errors import BadInput
 from specviz.record.limits import tree_size
 from specviz.record.run_trace import tree_depths
@@ -120,6 +121,26 @@ def test_the_cache_after_a_tree_round_is_a_chains(tiny_pair, kv_recorder):
     assert tree_draft.cache_len == len(tree_draft.tokens)
     for a, b in zip(tree_draft.cache.layers, chain_draft.cache.layers, strict=True):
         torch.testing.assert_close(a.keys[..., :n, :], b.keys[..., :n, :], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("nodes, depth, width", [(6, 6, 3), (10, 8, 2), (16, 5, 3), (3, 6, 4)])
+def test_a_greedy_dynamic_tree_skips_only_nodes_the_cut_drops(tiny_pair, nodes, depth, width):
+    """Pruning the frontier (a node outside the best ``nodes`` drafted so far is not read) gives
+    the very tree that reading every expanded node gives, for fewer columns of draft passes."""
+    shape = TreeShape(nodes=nodes, depth=depth, width=width)
+    read = {}
+    for prune in (True, False):
+        drafter = TreeDrafter(KVModel(tiny_pair.draft_model("none"), tiny_pair.device), Sampling(),
+                              torch.Generator(), Clock(others=False), shape, prune=prune)
+        trees = []
+        for prompt in PROMPTS:
+            tree = drafter.propose(encode_prompt(tiny_pair.tokenizer, prompt, chat=False), depth, set())
+            trees.append((tree.tokens, tree.parents, tree.steps))
+            read[prune] = read.get(prune, 0) + sum(len(e.tokens) for e in tree.events[1:])
+        read[(prune, "trees")] = trees
+    assert read[(True, "trees")] == read[(False, "trees")]
+    assert all(len(tokens) == nodes for tokens, _, _ in read[(True, "trees")])
+    assert read[True] < read[False], "the cut drops some expanded nodes at these budgets"
 
 
 def test_budget_and_eos_cut_a_tree_as_they_cut_a_chain(tiny_pair):

@@ -18,6 +18,9 @@ Drafting, one forward pass per depth, over the frontier (``TreeDrafter.propose``
   best nodes of all drafted (a node's score never exceeds its parent's, so they form a
   tree). Sampling runs keep every drafted node and spend the budget before the draws
   (a rerank after the draws would pick children by their values and bias them).
+  Greedy runs do not read a frontier node already outside the best ``nodes`` drafted so
+  far: the final cut would drop it and its subtree. The tree is the same, the draft passes
+  narrower, and drafting stops once no frontier node can make the cut.
 
 Children: greedy, the draft's top-w tokens (ties to the lower id, as argmax breaks them);
 sampling, w independent draws from q (a token drawn twice is one node, drawn twice).
@@ -172,6 +175,12 @@ def _top_children(q: torch.Tensor, w: int) -> list[int]:
     return [t for t in order if q[t] > 0]
 
 
+def _best_nodes(tree: DraftTree, n: int) -> list[int]:
+    """The n best nodes by cumulative q (ties: shallower, then older). Closed under parents, since
+    a child's score never exceeds its parent's and it is deeper."""
+    return sorted(range(len(tree)), key=lambda i: (-tree.score[i], tree.steps[i], i))[:n]
+
+
 class TreeDrafter:
     """The draft model growing a token tree, one forward pass per depth, with its own cache.
 
@@ -180,8 +189,10 @@ class TreeDrafter:
 
     name = "model"
 
-    def __init__(self, kv: KVModel, sampling: Sampling, gen: torch.Generator, clock: Clock, shape: TreeShape):
+    def __init__(self, kv: KVModel, sampling: Sampling, gen: torch.Generator, clock: Clock, shape: TreeShape,
+                 prune: bool = True):
         self.kv, self.sampling, self.gen, self.clock, self.shape = kv, sampling, gen, clock, shape
+        self.prune = prune  # greedy dynamic trees: skip nodes the final cut drops (False: read every one)
         self.prefix = 0  # len(ids) when the tree was drafted
         self.read: dict[int, int] = {}  # node -> its column in the draft's cache
 
@@ -203,6 +214,12 @@ class TreeDrafter:
         if not self.sampling.greedy:  # the budget is spent before the draws
             room = max(0, self.shape.nodes - len(tree)) // self.shape.width
             best = best[:room]
+        elif self.prune and len(tree) > self.shape.nodes:
+            # The final cut keeps the best `nodes` of all drafted; a node outside the best of those
+            # drafted so far can never be among them, nor can its descendants (their scores are no
+            # higher, their depth is greater): reading it would be a wasted column of the pass.
+            kept = set(_best_nodes(tree, self.shape.nodes))
+            best = [i for i in best if i in kept]
         return {i: self.shape.width for i in best}
 
     def propose(self, ids: list[int], depth: int, stop_ids: set[int]) -> DraftTree:
@@ -241,8 +258,7 @@ class TreeDrafter:
             for i, w in widths.items():
                 self._children(tree, i, w, step)
         if self.sampling.greedy and not self.shape.widths and len(tree) > self.shape.nodes:
-            best = sorted(range(len(tree)), key=lambda i: (-tree.score[i], tree.steps[i], i))[: self.shape.nodes]
-            keep = sorted(best)
+            keep = sorted(_best_nodes(tree, self.shape.nodes))
             renumber = {old: new for new, old in enumerate(keep)}
             self.read = {renumber[i]: col for i, col in self.read.items() if i in renumber}
             tree = tree.subset(keep)
