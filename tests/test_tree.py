@@ -128,18 +128,15 @@ def test_a_greedy_dynamic_tree_skips_only_nodes_the_cut_drops(tiny_pair, nodes, 
     """Pruning the frontier (a node outside the best ``nodes`` drafted so far is not read) gives
     the very tree that reading every expanded node gives, for fewer columns of draft passes."""
     shape = TreeShape(nodes=nodes, depth=depth, width=width)
-    read = {}
+    trees, read = {}, {}  # prune -> the trees drafted; the tokens their passes read after the first
     for prune in (True, False):
         drafter = TreeDrafter(KVModel(tiny_pair.draft_model("none"), tiny_pair.device), Sampling(),
                               torch.Generator(), Clock(others=False), shape, prune=prune)
-        trees = []
-        for prompt in PROMPTS:
-            tree = drafter.propose(encode_prompt(tiny_pair.tokenizer, prompt, chat=False), depth, set())
-            trees.append((tree.tokens, tree.parents, tree.steps))
-            read[prune] = read.get(prune, 0) + sum(len(e.tokens) for e in tree.events[1:])
-        read[(prune, "trees")] = trees
-    assert read[(True, "trees")] == read[(False, "trees")]
-    assert all(len(tokens) == nodes for tokens, _, _ in read[(True, "trees")])
+        drafted = [drafter.propose(encode_prompt(tiny_pair.tokenizer, p, chat=False), depth, set()) for p in PROMPTS]
+        trees[prune] = [(t.tokens, t.parents, t.steps) for t in drafted]
+        read[prune] = sum(len(e.tokens) for t in drafted for e in t.events[1:])
+    assert trees[True] == trees[False]
+    assert all(len(tokens) == nodes for tokens, _, _ in trees[True])
     assert read[True] < read[False], "the cut drops some expanded nodes at these budgets"
 
 
