@@ -341,6 +341,9 @@ def test_every_step_of_a_greedy_tree_round(app_tiny_only):
         assert "nodes" in charts[s - 1]  # the tree, growing (its hover markers)
         for v in p.added[:12]:
             assert token_span(rnd.tree[v].text) in text
+        frontier = (1 if s == 2 else T.passes[s - 3].read) * T.setup.width if s > 1 else 0
+        pruned = s > 1 and p.read < min(T.setup.width, frontier)  # nodes outside the best N drafted so far
+        assert ("already outside the best" in text) == pruned, (s, p.read, frontier)
     assert f"In all, {S} draft passes drafted {T.nodes} nodes" in texts[S - 1]
     verify = texts[S]
     assert "ONE forward pass" in verify and dur(T.base.verify_ms) in verify

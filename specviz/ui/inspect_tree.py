@@ -86,6 +86,11 @@ def draft_pass_step(walk: Walk, s: int) -> None:
                   "{k} of them. It reads {n} in one forward pass of {ms}, each at its own position and seeing only "
                   "its ancestors, the mask the target will use too; those whose children stayed in the tree: "
                   "{nodes}.").format(s=s, total=total, d=s - 1, k=setup.width, n=p.read, ms=dur(p.ms), nodes=nodes))
+            frontier = (1 if s == 2 else T.passes[s - 2].read) * setup.width_at(s - 1)
+            if greedy and p.read < min(setup.width, frontier):  # engine.tree: the frontier pruned
+                say(_("Fewer than {m} this time: a frontier node already outside the best {N} drafted so far is "
+                      "not read, since the last cut would drop it and everything below it (nor is a node that "
+                      "ends the text).").format(m=min(setup.width, frontier), N=setup.nodes))
     if setup.static:
         width = (_("The static shape {widths} gives the root {w} children.") if s == 1 else
                  _("The static shape {widths} gives each node at depth {d} {w} children.")).format(
