@@ -2,13 +2,15 @@
 
 Serves the app headless on the default pair, opens the Live page in Debian's Chromium
 (Playwright, /usr/bin/chromium; never a downloaded browser), and times the code example
-at γ 4, 64 new tokens, the app's `auto` dtype, greedy: the speculative run's tok/s from
-the trace the page offers for download, against ``specviz generate`` with the same prompt and settings in a fresh process.
+at the app's γ (or --gamma; --tree for a token tree), 64 new tokens, the app's `auto` dtype,
+greedy: the speculative run's tok/s from the trace the page offers for download, against
+``specviz generate`` with the same prompt and settings in a fresh process.
 Interleaved (CLI, app, CLI, app, ...), median of --repeats; the browser stays open on
 the page throughout, as in a classroom.
 
     python bench/app_speed.py                 # about 3 minutes once the pair is cached
     python bench/app_speed.py --repeats 5
+    python bench/app_speed.py --gamma 12 --tree 16:2   # a token tree: 16 nodes, width 2, depth γ
 """
 
 from __future__ import annotations
@@ -61,12 +63,12 @@ def serve(pair: str) -> Iterator[str]:
         server.wait(timeout=20)
 
 
-def cli_tps(prompt: str, gamma: int, max_new: int, dtype: str) -> float:
+def cli_tps(prompt: str, gamma: int, max_new: int, dtype: str, tree: list[str]) -> float:
     """The speculative run's tok/s (engine clock) from ``specviz generate`` in a fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trace.json"
         subprocess.run([sys.executable, "-m", "specviz", "generate", "--prompt", prompt, "--gamma", str(gamma),
-                        "--max-new-tokens", str(max_new), "--dtype", dtype, "--quiet", "--json", str(out)],
+                        "--max-new-tokens", str(max_new), "--dtype", dtype, "--quiet", "--json", str(out), *tree],
                        check=True, capture_output=True, cwd=ROOT)
         data = json.loads(out.read_text())
     from specviz.record.run_trace import Trace
@@ -100,25 +102,34 @@ def app_tps(page, expect) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--dtype", default="auto", help="the CLI's: auto, as the app (bf16 on a CPU with native bf16, else fp32)")
+    ap.add_argument("--dtype", default="auto",
+                    help="the CLI's: auto, as the app (bf16 on a CPU with native bf16, else fp32)")
+    ap.add_argument("--gamma", type=int, default=DEFAULTS["gamma"], help="γ (a tree's depth)")
+    ap.add_argument("--tree", metavar="NODES:WIDTH", help="a dynamic token tree, as the Live page's sliders set it")
     args = ap.parse_args()
-    prompt, gamma, max_new = EXAMPLES["Code"], DEFAULTS["gamma"], DEFAULTS["max_new_tokens"]
+    prompt, gamma, max_new = EXAMPLES["Code"], args.gamma, DEFAULTS["max_new_tokens"]
+    query, tree = f"?gamma={gamma}", []
+    if args.tree:
+        nodes, width = args.tree.split(":")
+        query += f"&draft_shape=tree&tree_nodes={nodes}&tree_width={width}"
+        tree = ["--tree", nodes, "--tree-width", width, "--tree-depth", str(gamma)]
     from playwright.sync_api import expect, sync_playwright
 
     with serve("default") as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.goto(url)
+        page.goto(url + query)
         expect(page.locator(".st-key-run button").filter(visible=True)).to_be_visible(timeout=300_000)
         app_tps(page, expect)  # warm-up: first run pays one-time set-up
         cli, app = [], []
         for i in range(args.repeats):
-            cli.append(cli_tps(prompt, gamma, max_new, args.dtype))
+            cli.append(cli_tps(prompt, gamma, max_new, args.dtype, tree))
             app.append(app_tps(page, expect))
             print(f"repeat {i + 1}: CLI {cli[-1]:.2f} tok/s, app {app[-1]:.2f} tok/s", flush=True)
         browser.close()
     c, a = statistics.median(cli), statistics.median(app)
-    print(f"\ncode example, γ {gamma}, {max_new} new tokens, {args.dtype}, greedy, median of {args.repeats}")
+    shape = f", tree {args.tree} (nodes:width)" if args.tree else ""
+    print(f"\ncode example, γ {gamma}{shape}, {max_new} new tokens, {args.dtype}, greedy, median of {args.repeats}")
     print(f"{'':<6} {'tok/s':>7}")
     print(f"{'CLI':<6} {c:7.2f}")
     print(f"{'app':<6} {a:7.2f}")
