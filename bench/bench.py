@@ -37,6 +37,15 @@ over the target alone and over HF assisted generation at its best γ. The harder
 
   python bench/bench.py --trees --prompts code code-hard json prose --draft-quants none int8
 
+With ``--defaults`` it prints the defaults table (issue 29's goals), on prompts that are not the
+app's examples (``DEFAULTS_PROMPTS``: a harder code task, JSON, prose, Chinese): per prompt, the
+target alone, the app's defaults (the draft this machine's measurement picks, the confidence
+policy, γ up to ``limits.DEFAULT_GAMMA``), the old defaults (full draft, constant γ 4), a few
+others (``--also``), and HF assisted generation at each ``--hf-gammas``; speedups over the
+target alone and over HF at its best γ, with the c and acceptance that explain each row.
+
+  python bench/bench.py --defaults                       # the goals table, median of 3, interleaved
+
 Our runs skip what only the app's p/q inspector reads (``inspect=False``: top-10 rows,
 draft ranks), since HF records nothing of the kind; ``--inspect`` puts it back.
 """
@@ -44,6 +53,7 @@ draft ranks), since HF records nothing of the kind; ``--inspect`` puts it back.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 
@@ -65,7 +75,19 @@ PROMPTS = {
                  "list, with type hints and no imports.",
     "code-class": "Implement a thread-safe token bucket rate limiter in Python, with a short example of its use.",
 }
+# Prompts of our own for the defaults table, none of them the app's examples (specviz/ui/chrome.py)
+PROMPTS.update({
+    "code-parse": "Write a Python function parse_duration(s) that turns strings like '1h30m15s' or '45s' into "
+                  "seconds and raises ValueError on anything else.",
+    "json-staff": "Give a JSON array of three fictional employees, each with name, role, start_date and a list of "
+                  "skills.",
+    "prose-trees": "Why do cities plant trees along their streets? Answer in one short paragraph.",
+    "chinese-leaves": "请用两三句话解释为什么秋天的树叶会变色。",
+})
 DEFAULT_PROMPTS = ["code", "json", "prose"]
+DEFAULTS_PROMPTS = ["code-parse", "json-staff", "prose-trees", "chinese-leaves"]
+# --also: other settings in the defaults table, as NAME=FIELD:VALUE,FIELD:VALUE
+ALSO = ["int8 γ6=draft_quant:int8,gamma:6", "int8 γ8=draft_quant:int8,gamma:8"]
 TREE_SETTINGS = ["16:5:3", "12:6:2", "24:6:4"]
 
 
@@ -94,6 +116,13 @@ def hf_generate(pair, ids: list[int], max_new: int, gamma: int | None) -> tuple[
 
 
 INSPECT = False  # --inspect: also record what only the p/q inspector reads
+
+
+def timed(pair, config: RunConfig, alone: bool = False):
+    """Seconds (wall clock around the whole call) and the trace of one run of ``config``."""
+    t0 = time.perf_counter()
+    trace = (autoregressive if alone else speculative)(pair, config, inspect=INSPECT).run()
+    return time.perf_counter() - t0, trace
 
 
 def ours(pair, prompt: str, max_new: int, gamma: int | None, draft_vocab: int = 0, draft_quant: str = "none",
@@ -135,6 +164,12 @@ def main() -> None:
                     help="with --trees: dynamic trees (nodes:depth:width) and static shapes (widths per depth)")
     ap.add_argument("--hf-gammas", type=int, nargs="+", default=[4, 6, 8],
                     help="with --trees: HF assisted generation at these γ (its best is the reference)")
+    ap.add_argument("--defaults", action="store_true", help="print the defaults table (issue 29's goals)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="with --defaults: every run of ours with static caches and the compiled step, "
+                         "the target alone included (specviz/models/static_kv.py)")
+    ap.add_argument("--also", nargs="*", default=ALSO, metavar="NAME=FIELD:VALUE,..",
+                    help="with --defaults: other settings to time beside the defaults")
     ap.add_argument("--inspect", action="store_true",
                     help="also record the inspector's top-10 rows and draft ranks (the app does); "
                          "off by default, as HF records nothing of the kind")
@@ -145,6 +180,8 @@ def main() -> None:
         return draft_heads(args)
     if args.trees:
         return trees(args)
+    if args.defaults:
+        return defaults(args)
 
     pair = load(args)
     print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, "
@@ -361,6 +398,88 @@ def trees(args) -> None:
         ratios = [r[2] for r in summary if r[1] == q]
         if ratios:
             print(f"median tree/chain over the prompts, {q} draft: ×{statistics.median(ratios):.2f}")
+
+
+def _also(spec: str) -> tuple[str, dict]:
+    """``int8 γ6=draft_quant:int8,gamma:6`` -> ("int8 γ6", {"draft_quant": "int8", "gamma": 6})."""
+    name, _, fields = spec.partition("=")
+    out: dict = {}
+    for item in fields.split(","):
+        key, _, value = item.partition(":")
+        out[key] = int(value) if value.lstrip("-").isdigit() else float(value) if "." in value else value
+    return name, out
+
+
+def defaults(args) -> None:
+    """The defaults table: the app's default settings against the target alone, the old defaults,
+    ``--also`` and HF assisted, every cell interleaved in each repeat."""
+    from specviz.measure import draft_choice
+
+    pair = load(args)
+    n = args.max_new_tokens
+    choice = draft_choice.load_or_measure(pair)
+    print(f"pair {pair.draft_name} -> {pair.target_name}, {pair.dtype} on {pair.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {n} new tokens, median of {args.repeats}, interleaved")
+    print("draft variants measured here (c = draft pass / target pass): "
+          + ", ".join(f"{_head_label(k.variant.quant, k.variant.vocab)} {k.c:.3f}" for k in choice.costs)
+          + f" -> picked {_head_label(choice.variant.quant, choice.variant.vocab)}"
+          + (" (from the cache)" if choice.cached else ""))
+    prompts = args.prompts if args.prompts != DEFAULT_PROMPTS else DEFAULTS_PROMPTS
+    summary = []
+    for name in prompts:
+        prompt = PROMPTS[name]
+        ids = encode_prompt(pair.tokenizer, prompt, chat=True)
+        base_cfg = dict(prompt=prompt, max_new_tokens=n)
+        cells = {"defaults": draft_choice.default_config(pair, choice, **base_cfg),
+                 "old: full γ4": RunConfig(gamma=4, **base_cfg)}
+        cells |= {label: RunConfig(**{**base_cfg, **fields}) for label, fields in map(_also, args.also)}
+        alone_cfg = RunConfig(**base_cfg, compiled=args.compiled)
+        if args.compiled:
+            cells = {label: dataclasses.replace(cfg, compiled=True) for label, cfg in cells.items()}
+        for cfg in [*cells.values(), alone_cfg]:  # build every draft variant, warm (compile) every path
+            timed(pair, dataclasses.replace(cfg, max_new_tokens=8), alone=cfg is alone_cfg)
+        hf_generate(pair, ids, 8, 2)
+        runs = {k: [] for k in cells}
+        ar, hf = [], {g: [] for g in args.hf_gammas}
+        ar_ids = None
+        for rep in range(args.repeats):
+            order = ["alone", *cells, *(("hf", g) for g in args.hf_gammas)]
+            for who in (order if rep % 2 == 0 else order[::-1]):
+                if who == "alone":
+                    s, tr = timed(pair, alone_cfg, alone=True)
+                    ar.append(len(tr.output_ids) / s)
+                    ar_ids = tr.output_ids
+                elif isinstance(who, tuple):
+                    s, k = hf_generate(pair, ids, n, who[1])
+                    hf[who[1]].append(k / s)
+                else:
+                    s, tr = timed(pair, cells[who])
+                    runs[who].append((len(tr.output_ids) / s, tr))
+        base = _med(ar)
+        hf_med = {g: _med(v) for g, v in hf.items()}
+        hf_best = max(hf_med, key=hf_med.get)
+        print(f"\n{name}: target alone {base:.2f} tok/s; HF assisted (full draft) best γ {hf_best}: "
+              f"{hf_med[hf_best]:.2f} tok/s (×{hf_med[hf_best] / base:.2f}); HF at "
+              + ", ".join(f"γ {g} {v:.2f}" for g, v in hf_med.items()))
+        header = (f"{'settings':<14} {'tok/s':>6} {'×alone':>6} {'×HF':>5} | {'c':>5} {'acc':>5} {'tok/rd':>6} "
+                  f"{'drafted/rd':>10} {'early stops':>11} | same")
+        print(header)
+        print("-" * len(header))
+        for label, got in runs.items():
+            tps = _med([r[0] for r in got])
+            trs = [r[1] for r in got]
+            drafted = _med([sum(len(r.proposed) for r in t.rounds) / max(1, len(t.rounds)) for t in trs])
+            stops = _med([sum(bool(r.draft_stop) for r in t.rounds) / max(1, len(t.rounds)) for t in trs])
+            same = all(t.output_ids == ar_ids for t in trs)
+            print(f"{label:<14} {tps:6.2f} {tps / base:6.2f} {tps / hf_med[hf_best]:5.2f} | "
+                  f"{_med([t.summary['cost_ratio_c'] for t in trs]):5.3f} "
+                  f"{_med([t.summary['acceptance_rate'] for t in trs]):5.2f} "
+                  f"{_med([t.summary['mean_acceptance_length'] for t in trs]):6.2f} {drafted:10.2f} "
+                  f"{100 * stops:10.0f}% | {'yes' if same else 'NO'}", flush=True)
+            summary.append((name, label, tps / base, tps / hf_med[hf_best]))
+    print(f"\n{'prompt':<15} {'settings':<14} {'×alone':>6} {'×HF best':>8}")
+    for name, label, alone, vs_hf in summary:
+        print(f"{name:<15} {label:<14} {alone:6.2f} {vs_hf:8.2f}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 #   bash bench/gpu_check.sh costs        # the verify-cost curve of the default pair's shapes on
 #                                        # CUDA, bf16 and fp32 (bench/shape_costs.py: random weights,
 #                                        # for a machine that cannot hold the pair's files)
+#   bash bench/gpu_check.sh graphs       # the one-token pass eager against compiled (static caches,
+#                                        # CUDA graphs: specviz/models/static_kv.py), bf16, and the c
+#                                        # it gives; then the compiled runs' exactness on CUDA
 #   bash bench/gpu_check.sh bench DIR    # the chain-against-tree table (bench.py --trees) on CUDA
 #                                        # in bf16, the default pair read from the two GGUF files
 #                                        # in DIR (checked against docs/design.md's sha256 first)
@@ -26,7 +29,11 @@ tests)
 torch.cuda.get_device_name(), 'transformers', transformers.__version__)" | tee -a "$out/gpu.txt"
     SPECVIZ_TEST_DEVICE=cuda $py -m pytest -q -p no:xdist --timeout 300 --durations 5 \
         tests/test_exactness.py tests/test_sampling.py tests/test_tree.py tests/test_draft_head.py \
-        tests/test_trace.py tests/test_quant.py 2>&1 | tee "$out/tests.log"
+        tests/test_trace.py tests/test_quant.py tests/test_compiled.py 2>&1 | tee "$out/tests.log"
+    ;;
+graphs)
+    $py bench/shape_costs.py --device cuda --dtype bfloat16 --compiled 2>&1 | grep -v "Loading weights" \
+        | tee "$out/graphs.log"
     ;;
 costs)
     for dt in bfloat16 float32; do
@@ -45,7 +52,7 @@ cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046  $target"
         2>&1 | tee "$out/trees.log"
     ;;
 *)
-    echo "usage: bash bench/gpu_check.sh tests | costs | bench DIR" >&2
+    echo "usage: bash bench/gpu_check.sh tests | costs | graphs | bench DIR" >&2
     exit 2
     ;;
 esac

@@ -10,7 +10,13 @@ curve: ms per pass over k new tokens after a 300-token context, draft and target
 ``--check`` also times the real default pair (from this machine's cache) on the same grid and
 prints the ratio random/real per point: the proxy's own test, where the pair is at hand.
 
+``--compiled`` also times each model's one-token pass eager (a dynamic cache, as the engine's
+default) against the compiled one over a static cache (``specviz.models.static_kv``: CUDA
+graphs on a GPU, Inductor on a CPU), and the c a run would then see: the draft's step over
+the target's verify of γ + 1 = 5 tokens (which stays eager).
+
     python bench/shape_costs.py --device cuda --dtype bfloat16
+    python bench/shape_costs.py --device cuda --dtype bfloat16 --compiled
     python bench/shape_costs.py --device cpu --dtype bfloat16 --check
 """
 
@@ -44,6 +50,44 @@ def random_model(role: str, device: str, dtype: torch.dtype):
     return model.eval()
 
 
+def one_token_ms(model, device: torch.device, compiled: bool, repeats: int, context: int = 300) -> float:
+    """Median ms of the one-token pass after ``context`` tokens: eager over a dynamic cache, or
+    compiled over a static one (three passes first: the compilation and its warm-up)."""
+    import time
+
+    from specviz.models import static_kv
+    from specviz.models.kv import KVModel, synchronize
+
+    kv = (static_kv.StaticKV(model, device, static_kv.cache_length(context + 8, 1 << 30), static_kv.compiled(model))
+          if compiled else KVModel(model, device))
+    kv.forward([(7 * i) % 1000 + 1 for i in range(context)], 1)
+    times = []
+    for i in range(repeats + 3):
+        synchronize(device)
+        t0 = time.perf_counter()
+        kv.forward([11], 1)
+        synchronize(device)
+        if i >= 3:
+            times.append((time.perf_counter() - t0) * 1000)
+        kv.rollback(len(kv.tokens) - 1)
+    return statistics.median(times)
+
+
+def compiled_table(proxy, ms: dict, repeats: int) -> None:
+    """The one-token pass eager against compiled, per model, and c either way."""
+    print("\none-token pass after 300 tokens, eager (dynamic cache) against compiled (static cache, "
+          f"{'CUDA graphs' if proxy.device.type == 'cuda' else 'Inductor'}), median of {repeats}:")
+    step = {}
+    for role in ("draft", "target"):
+        model = getattr(proxy, role)
+        step[role] = (one_token_ms(model, proxy.device, False, repeats), one_token_ms(model, proxy.device, True, repeats))
+        print(f"  {role:<6} eager {step[role][0]:7.2f} ms   compiled {step[role][1]:7.2f} ms   "
+              f"×{step[role][0] / step[role][1]:.2f}")
+    verify = ms[("target", 5)]
+    print(f"  c = draft step / target verify over 5 tokens ({verify:.2f} ms, eager): eager {step['draft'][0] / verify:.2f}, "
+          f"compiled {step['draft'][1] / verify:.2f}")
+
+
 def table(rows: list[dict]) -> dict[tuple[str, int], float]:
     return {(r["model"], r["tokens"]): r["ms"] for r in rows}
 
@@ -54,6 +98,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--check", action="store_true", help="also time the real default pair (cached here)")
+    ap.add_argument("--compiled", action="store_true", help="also time the one-token pass compiled (static_kv)")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     grid = [(m, 1, k) for m in ("draft", "target") for k in TOKENS]
@@ -84,6 +129,8 @@ def main() -> None:
             rt, rd = real[("target", k)], real[("draft", k)]
             line += f" | {rt:>7.2f} {t / rt:>9.2f} | {rd:>7.2f} {d / rd:>9.2f}"
         print(line)
+    if args.compiled:
+        compiled_table(proxy, ms, args.repeats)
     if real:
         ratios = [ms[key] / real[key] for key in ms]
         print(f"\nrandom/real, median over the grid: {statistics.median(ratios):.2f} "

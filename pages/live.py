@@ -8,7 +8,7 @@ from specviz import ui
 from specviz.ui import live_page as page
 from specviz.ui import server_mode
 from specviz.ui.lang import language_switch
-from specviz.ui.state import apply_link
+from specviz.ui.state import apply_draft_choice, apply_link
 
 ui.page_chrome()
 language_switch()
@@ -18,6 +18,7 @@ if pair is None:
 
 state = ui.live_state()
 ui.init_controls()
+apply_draft_choice(pair)  # the draft this machine's measurement picked (once per session and pair)
 apply_link(pair)  # a share link's settings (once per session), before the widgets are drawn
 # The button pressed (if any) is applied first, so the buttons below draw in the new state.
 cfg = ui.read_config()

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from specviz import ModelError, ui
 from specviz.analysis import metrics
 from specviz.measure.race import Race
-from specviz.record.limits import MAX_GAMMA
+from specviz.record.limits import DEFAULT_GAMMA, MAX_GAMMA
 from specviz.ui import pair as ui_pair
 from specviz.ui import state as ui_state
 from specviz.ui import view as ui_view
@@ -283,18 +283,24 @@ def test_stop_then_autoplay_continues_the_same_run(app):
 
 def test_gamma_slider_sets_the_gamma_in_the_trace(app):
     app.slider(key="gamma").set_value(7)
+    app.toggle(key="draft_stop").set_value(False)  # a constant γ: exactly 7 a round
     app.button(key="run").click().run()
     trace = live(app).trace
-    assert trace.config.gamma == 7
+    assert (trace.config.gamma, trace.config.policy) == (7, "constant")
     assert max(r.gamma for r in trace.rounds) == 7
     assert max(len(r.proposed) for r in trace.rounds) == 7
+    app.toggle(key="draft_stop").set_value(True)  # the confidence policy: γ is the most it drafts
+    app.button(key="run").click().run()
+    trace = live(app).trace
+    assert (trace.config.gamma, trace.config.policy) == (7, "confidence")
+    assert max(len(r.proposed) for r in trace.rounds) <= 7
     first_baseline = live(app).ar
     app.slider(key="gamma").set_value(2)
     app.button(key="run").click().run()
     trace = live(app).trace
     assert trace.config.gamma == 2 and max(r.gamma for r in trace.rounds) == 2
     rows = app.session_state["history"]
-    assert [r["gamma"] for r in rows] == [7, 2]
+    assert [r["gamma"] for r in rows] == [7, 7, 2]
     # The target-alone baseline is timed afresh by default, never silently reused.
     assert live(app).ar is not None and live(app).ar is not first_baseline
     assert [c.value for c in app.caption if "reused" in c.value] == []
@@ -635,9 +641,9 @@ def test_bad_values_in_a_share_link_are_named_and_replaced_by_valid_ones():
                   "draft_int8=maybe", "draft_vocab=100"):
         assert shown in text, (shown, text)
     assert "Not a whole number" in text and "Temperature must be >= 0" in text and "ne of code, json" in text
-    assert "gamma=4" in text and "max_new_tokens=64" in text  # the valid values used instead
+    assert f"gamma={DEFAULT_GAMMA}" in text and "max_new_tokens=64" in text  # the valid values used instead
     # the page runs on valid values, and says nothing else is wrong
-    assert at.slider(key="gamma").value == 4 and at.slider(key="temperature").value == 0.0
+    assert at.slider(key="gamma").value == DEFAULT_GAMMA and at.slider(key="temperature").value == 0.0
     assert at.slider(key="top_p").value == 1.0 and at.number_input(key="seed").value == 0
     assert at.number_input(key="max_new_tokens").value == 64
     assert at.text_area(key="prompt").value == ui.EXAMPLES["Code"]
@@ -667,9 +673,9 @@ def test_changing_a_setting_updates_the_link(app):
     assert app.query_params.get("prompt") == "Tell me a joke."
     app.pills(key="example").set_value("JSON").run()
     assert app.query_params.get("example") == "json" and "prompt" not in app.query_params
-    app.slider(key="gamma").set_value(4).run()  # back to the default: out of the link
+    app.slider(key="gamma").set_value(DEFAULT_GAMMA).run()  # back to the default: out of the link
     assert "gamma" not in app.query_params
     # a later run of the page does not read the URL again: the widgets rule
     app.query_params["gamma"] = "12"
     app.run()
-    assert app.slider(key="gamma").value == 4 and not app.exception
+    assert app.slider(key="gamma").value == DEFAULT_GAMMA and not app.exception

@@ -71,7 +71,9 @@ BAD_SETTINGS = [
     (dict(stop=[""]), "stop strings must be non-empty text"),
     (dict(stop=["ok", 3]), "stop strings"),
     (dict(drafter="oracle"), "drafter must be one of model, ngram; got 'oracle'"),
-    (dict(policy="greedy"), "draft-length policy must be one of constant, heuristic; got 'greedy'"),
+    (dict(policy="greedy"), "draft-length policy must be one of constant, heuristic, confidence; got 'greedy'"),
+    (dict(confidence=1.5), "the confidence threshold must be from 0 to 1; got 1.5"),
+    (dict(confidence=-0.1), "the confidence threshold must be from 0 to 1; got -0.1"),
 ]
 
 

@@ -54,9 +54,11 @@ def test_bonus_positions_are_filled(tiny_pair):
 
 def test_the_forced_pass_agrees_with_the_real_rows_in_float32(tiny_pair):
     trace = run_sd(tiny_pair, prompt="Hello world", gamma=3, max_new_tokens=48)
-    ranks, top = teacher_forced_view(tiny_pair, trace.config, trace.prompt_ids, trace.output_ids)
+    ranks, top, top_q = teacher_forced_view(tiny_pair, trace.config, trace.prompt_ids, trace.output_ids)
     assert ranks == trace.draft_ranks
     assert [t[:3] for t in top] == [t[:3] for t in trace.draft_top]
+    assert len(trace.draft_top_q) == len(trace.output_ids)
+    assert top_q == pytest.approx(trace.draft_top_q, rel=1e-3)
 
 
 def test_the_view_survives_json(tiny_pair):
@@ -83,7 +85,8 @@ def test_ties_rank_as_argmax_breaks_them():
     from specviz.engine.decode import draft_view
 
     q = torch.tensor([[0.1, 0.4, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]])
-    ranks, top = draft_view(q, [2, 0])
+    ranks, top, top_q = draft_view(q, [2, 0])
     assert ranks == [1, 0]
+    assert top_q == pytest.approx([0.4, 0.25])  # the draft's probability of its own top choice
     assert top[0][:2] == [1, 2] and top[1][:4] == [0, 1, 2, 3]
     assert int(q[0].argmax()) == 1

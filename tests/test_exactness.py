@@ -109,13 +109,16 @@ def checked(pair, mode, **overrides):
     gamma=st.integers(1, 12),
     max_new=st.integers(1, 40),
     drafter=st.sampled_from(["model", "ngram"]),
-    policy=st.sampled_from(["constant", "heuristic"]),
+    policy=st.sampled_from(["constant", "heuristic", "confidence"]),
+    confidence=st.sampled_from([0.05, 0.3, 0.6, 0.95]),
     chat=st.booleans(),
 )
-def test_greedy_speculative_equals_autoregressive(tiny_pair, prompt, gamma, max_new, drafter, policy, chat):
+def test_greedy_speculative_equals_autoregressive(tiny_pair, prompt, gamma, max_new, drafter, policy, confidence,
+                                                  chat):
     common = dict(prompt=prompt, max_new_tokens=max_new, chat=chat)
     ar = checked(tiny_pair, "autoregressive", **common)
-    sd = checked(tiny_pair, "speculative", gamma=gamma, drafter=drafter, policy=policy, **common)
+    sd = checked(tiny_pair, "speculative", gamma=gamma, drafter=drafter, policy=policy, confidence=confidence,
+                 **common)
     assert sd.output_ids == ar.output_ids
     assert sd.output_text == ar.output_text
     assert sd.stop_reason == ar.stop_reason
@@ -156,16 +159,38 @@ def test_heuristic_policy_follows_its_schedule(tiny_pair):
     assert grew and shrank, "the run should exercise both directions of the schedule"
 
 
+@pytest.mark.parametrize("confidence", [0.2, 0.3, 0.5])
+@pytest.mark.parametrize("variant", [dict(), dict(draft_vocab=24), dict(draft_quant="int8")])
+def test_confidence_policy_stops_right_after_the_first_unsure_token(tiny_pair, confidence, variant):
+    """Up to γ tokens; the draft stops right after a proposal whose q is below τ (and says so),
+    never before; the output is still the target's own."""
+    int8_needs_cpu(tiny_pair, variant.get("draft_quant", "none"))
+    prompt = "The quick brown fox"
+    sd = run_sd(tiny_pair, prompt=prompt, max_new_tokens=60, gamma=8, policy="confidence", confidence=confidence,
+                **variant)
+    assert sd.output_ids == target_own(tiny_pair, prompt, 60)
+    stopped = 0
+    for rnd in sd.rounds:
+        q = rnd.draft_probs
+        assert all(x >= confidence for x in q[:-1]), "the draft went on past a token below τ"
+        if rnd.draft_stop:
+            stopped += 1
+            assert rnd.draft_stop == "confidence" and q[-1] < confidence and len(rnd.proposed) < rnd.gamma
+        elif rnd.proposed and rnd.proposed[-1] not in sd.eos_ids:
+            assert len(rnd.proposed) == rnd.gamma, "a round that did not stop early drafts γ"
+    assert stopped, "no round stopped early: the test would prove nothing"
+
+
 # --- the draft variants: a cut head (FR-Spec) and an int8 draft ------------------------------------
 
-_AR: dict[str, list[int]] = {}
+_AR: dict[tuple[str, int], list[int]] = {}
 
 
-def target_own(pair, prompt: str) -> list[int]:
-    """The target's own greedy 40 tokens for ``prompt`` (computed once per prompt)."""
-    if prompt not in _AR:
-        _AR[prompt] = run_ar(pair, prompt=prompt, max_new_tokens=40).output_ids
-    return _AR[prompt]
+def target_own(pair, prompt: str, n: int = 40) -> list[int]:
+    """The target's own greedy n tokens for ``prompt`` (computed once per prompt and length)."""
+    if (prompt, n) not in _AR:
+        _AR[prompt, n] = run_ar(pair, prompt=prompt, max_new_tokens=n).output_ids
+    return _AR[prompt, n]
 
 
 VARIANT_PROMPTS = ["Hello world", "The quick brown fox jumps", "1, 2, 3, 4"]
@@ -284,7 +309,7 @@ def test_eos_inside_a_block_when_the_drafter_runs_past_it(tiny_pair, kv_recorder
     target accepts tokens after the EOS, and none of them may reach the output."""
 
     class Unstoppable(ModelDrafter):
-        def propose(self, ids, gamma, stop_ids):
+        def propose(self, ids, gamma, stop_ids, stop_after=None):
             return super().propose(ids, gamma, set())
 
     kw = dict(prompt="Hello world", gamma=4, max_new_tokens=64)

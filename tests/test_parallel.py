@@ -43,6 +43,7 @@ def serial_wall_by_hand(trace) -> float:
 
 @pytest.mark.parametrize("kw", [
     dict(gamma=1), dict(gamma=3), dict(gamma=6), dict(gamma=2, policy="heuristic"), dict(gamma=4, draft_vocab=24),
+    dict(gamma=8, policy="confidence", confidence=0.3),
 ])
 def test_the_serial_replay_is_the_run(tiny_pair, kw):
     trace = run_sd(tiny_pair, prompt="Hello world", max_new_tokens=48, **kw)
@@ -58,6 +59,27 @@ def test_the_serial_replay_is_the_run(tiny_pair, kw):
     # and with the run's own mean costs (one- and two-token draft passes apart) it adds up to
     # the run's measured wall time (a consistency check of latency.from_trace)
     assert check.ok and abs(check.wall_error) < 0.01, check.to_dict()
+
+
+@pytest.mark.parametrize("confidence", [0.2, 0.5])
+def test_the_confidence_replay_stops_where_the_run_stopped(tiny_pair, confidence):
+    """At the run's own settings the replay stops each block where the run did (the draft's
+    top-1 q on the correct prefix, the run's own q past a wrong token); at a larger cap it
+    still stops only after a token below τ."""
+    trace = run_sd(tiny_pair, prompt="The quick brown fox", max_new_tokens=48, gamma=8, policy="confidence",
+                   confidence=confidence)
+    assert any(r.draft_stop for r in trace.rounds), "no round stopped early: the test would prove nothing"
+    sim = parallel.replay(trace, HAND, parallel.settings_for(trace))["serial"]
+    assert [(r.proposed, r.draft_stop) for r in sim.trace.rounds] == [(r.proposed, r.draft_stop) for r in trace.rounds]
+    wider = parallel.replay(trace, HAND, dataclasses.replace(parallel.settings_for(trace), gamma=16))["serial"]
+    assert wider.trace.output_ids == trace.output_ids
+    top_q = trace.draft_top_q
+    at = 0
+    for rnd in wider.trace.rounds:
+        # every proposal before the block's last on the correct prefix was drafted with q >= τ
+        for i in range(min(rnd.accepted, len(rnd.proposed) - 1)):
+            assert top_q[at + i] >= confidence
+        at += len(rnd.emitted)
 
 
 def test_the_draft_chains_are_the_runs_blocks_at_their_positions(tiny_pair):

@@ -18,11 +18,14 @@ PAGE = "pages/parallel.py"
 TIMEOUT = 90
 
 
-def _live_run(temperature: float = 0.0, race: bool = True, int8: bool = False, gamma: int = 3) -> AppTest:
+def _live_run(temperature: float = 0.0, race: bool = True, int8: bool = False, gamma: int = 3,
+              stop: bool = False) -> AppTest:
+    """A Live run on the tiny pair; a constant γ unless ``stop`` (the confidence policy, the page's default)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
     at.select_slider(key="speed").set_value("Instant")
     at.slider(key="gamma").set_value(gamma)
+    at.toggle(key="draft_stop").set_value(stop)
     at.number_input(key="max_new_tokens").set_value(32)
     if temperature:
         at.slider(key="temperature").set_value(temperature)

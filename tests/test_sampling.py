@@ -308,6 +308,13 @@ E2E = {
         ("speculative", Sampling(1.0, 0, 1.0), "Hello world", True, 1500, dict(gamma=3, draft_vocab=12)),
     "cut head of 24, gamma 2, T=0.8, top-p 0.9":
         ("speculative", Sampling(0.8, 0, 0.9), "Hello world", True, 1000, dict(gamma=2, draft_vocab=24)),
+    # the confidence policy decides only how many tokens are drafted, from q alone: still exact
+    "confidence policy, gamma 4, tau 0.3, T=1, top-k 8":
+        ("speculative", Sampling(1.0, 8, 1.0), "Hello world", True, 1200,
+         dict(gamma=4, policy="confidence", confidence=0.3)),
+    # static caches and the compiled one-token pass (specviz.models.static_kv): the same p and q
+    "compiled passes, gamma 2, T=1, top-k 8":
+        ("speculative", Sampling(1.0, 8, 1.0), "Hello world", True, 800, dict(gamma=2, compiled=True)),
     # the acceptance rule uses the q the int8 draft really sampled from
     "int8 draft, gamma 3, T=1":
         ("speculative", Sampling(1.0, 0, 1.0), "Hello world", True, 1200, dict(gamma=3, draft_quant="int8")),

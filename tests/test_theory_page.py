@@ -94,6 +94,7 @@ def test_the_last_live_run_is_marked_and_its_values_can_be_taken():
     at.slider(key="gamma").set_value(3)
     at.number_input(key="max_new_tokens").set_value(24)
     at.toggle(key="race").set_value(False)
+    at.toggle(key="draft_stop").set_value(False)  # a constant γ: the run's point is at γ = 3
     at.run()
     at.button(key="run").click().run()
     assert not at.exception, at.exception
@@ -101,11 +102,29 @@ def test_the_last_live_run_is_marked_and_its_values_can_be_taken():
     assert not at.exception, at.exception
     text = _text(at)
     assert "Your last Live run" in text and "γ = 3" in text, text[:600]
+    assert "stopped early where it was unsure" not in text
     names = [t.get("name") for fig in at.get("plotly_chart") for t in json.loads(fig.proto.spec)["data"]]
     assert sum(n.startswith("your run") for n in names if n) >= 3  # a star on each figure
     at.button(key="theory_use_run").click().run()
     assert not at.exception, at.exception
     assert at.slider(key="theory_gamma").value == 3
+
+
+def test_a_confidence_run_is_marked_at_its_mean_gamma_and_says_so():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.select_slider(key="speed").set_value("Instant")
+    at.number_input(key="max_new_tokens").set_value(24)
+    at.toggle(key="race").set_value(False)
+    at.run()
+    at.button(key="run").click().run()
+    trace = at.session_state["live"].trace
+    assert trace.config.policy == "confidence"
+    at.switch_page(THEORY).run()
+    assert not at.exception, at.exception
+    mean = max(1, round(sum(len(r.proposed) for r in trace.rounds) / len(trace.rounds)))
+    text = _text(at)
+    assert f"γ = {mean}," in text and "stopped early where it was unsure" in text, text[:800]
 
 
 def test_in_chinese():

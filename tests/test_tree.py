@@ -40,6 +40,8 @@ SHAPES = {
     "dynamic 16 nodes, depth 5, width 3": dict(tree_nodes=16, tree_depth=5, tree_width=3),
     "dynamic 8 nodes, depth 4, width 2": dict(tree_nodes=8, tree_depth=4, tree_width=2),
     "dynamic 3 nodes, depth 6, width 4": dict(tree_nodes=3, tree_depth=6, tree_width=4),
+    "dynamic 16 nodes, width 3, widened only where unsure (τ 0.3)": dict(tree_nodes=16, tree_depth=5, tree_width=3,
+                                                                        policy="confidence", confidence=0.3),
 }
 PROMPTS = ["Hello world", "def fib(n):\n    return", "The quick brown fox jumps over"]
 
@@ -140,6 +142,29 @@ def test_a_greedy_dynamic_tree_skips_only_nodes_the_cut_drops(tiny_pair, nodes, 
     assert read[True] < read[False], "the cut drops some expanded nodes at these budgets"
 
 
+@pytest.mark.parametrize("confidence", [0.2, 0.35])
+def test_a_confident_tree_widens_only_where_the_draft_is_unsure(tiny_pair, confidence):
+    """Under the confidence policy a node whose draft row has a top probability >= τ has one
+    child; the others may have up to the width; the output is still the target's own."""
+    kw = dict(prompt="The quick brown fox jumps over", max_new_tokens=48)
+    run = run_sd(tiny_pair, tree_nodes=16, tree_depth=5, tree_width=3, policy="confidence", confidence=confidence,
+                 **kw)
+    assert run.output_ids == run_ar(tiny_pair, **kw).output_ids
+    sure = unsure = 0
+    for rnd in run.rounds:
+        children: dict[int, list] = {}
+        for n in rnd.tree:
+            children.setdefault(n.parent, []).append(n)
+        for kids in children.values():
+            top = max(k.q for k in kids)  # the greedy top child carries the row's top probability
+            if top >= confidence:
+                sure += 1
+                assert len(kids) == 1, "a sure node got a second guess"
+            elif len(kids) > 1:
+                unsure += 1
+    assert sure and unsure, "the run must have both sure and unsure nodes, or the test proves nothing"
+
+
 def test_budget_and_eos_cut_a_tree_as_they_cut_a_chain(tiny_pair):
     for budget in (1, 2, 3, 5):
         kw = dict(prompt="Hello world", max_new_tokens=budget)
@@ -225,6 +250,9 @@ TREE_E2E = {
     "static 3,2, T=1, top-k 8": (Sampling(1.0, 8, 1.0), 1200, dict(tree_shape=[3, 2])),
     "dynamic 6 nodes, width 2, T=0.8, top-p 0.9": (Sampling(0.8, 0, 0.9), 1000,
                                                     dict(tree_nodes=6, tree_depth=3, tree_width=2)),
+    "dynamic 6 nodes, width 3, widened where unsure (τ 0.3), T=1": (
+        Sampling(1.0, 0, 1.0), 1200, dict(tree_nodes=6, tree_depth=3, tree_width=3, policy="confidence",
+                                          confidence=0.3)),
 }
 
 
@@ -260,6 +288,7 @@ def test_sampled_tree_runs_are_reproducible_by_seed(tiny_pair):
     (dict(tree_nodes=8, tree_width=9), "tree_width"),
     (dict(tree_nodes=8, drafter="ngram"), "drafter"),
     (dict(tree_nodes=8, policy="heuristic"), "policy"),
+    (dict(tree_shape=[2, 1], policy="confidence"), "policy"),
     (dict(tree_nodes=8, draft_vocab=16), "draft_vocab"),
 ])
 def test_bad_tree_settings_are_refused_by_name(settings, field):

@@ -93,15 +93,29 @@ def _progress_printer():
 def _run_flags(p: argparse.ArgumentParser) -> None:
     """How a run drafts, samples and stops: choices from the record layer's names of the engine's
     registries (no torch to load for a command that needs none: validate, --help, a bad flag)."""
-    from specviz.record.limits import DRAFT_HEAD_SIZES, DRAFTER_NAMES, MAX_TREE_NODES, POLICY_NAMES, QUANTS
+    from specviz.record.limits import (
+        DEFAULT_CONFIDENCE,
+        DRAFT_HEAD_SIZES,
+        DRAFTER_NAMES,
+        MAX_TREE_NODES,
+        POLICY_NAMES,
+        QUANTS,
+    )
 
-    p.add_argument("--policy", default="constant", choices=list(POLICY_NAMES))
+    p.add_argument("--policy", default="constant", choices=list(POLICY_NAMES),
+                   help="constant: γ every round; heuristic: HF's +2/-1 schedule; confidence: up to γ, stopping "
+                        "after a token the draft gave less than --confidence")
+    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE, metavar="TAU",
+                   help=f"the confidence policy's threshold τ (default {DEFAULT_CONFIDENCE})")
     p.add_argument("--drafter", default="model", choices=list(DRAFTER_NAMES))
     p.add_argument("--draft-vocab", type=int, default=0, metavar="N",
                    help="cut the draft's LM head to the N most frequent token ids (FR-Spec), e.g. "
                         f"{', '.join(str(n) for n in DRAFT_HEAD_SIZES)}; 0 = the full head")
     p.add_argument("--draft-quant", default="none", choices=list(QUANTS),
                    help="int8: the draft's Linears in dynamic int8 (CPU), a cheaper pass; none: as loaded")
+    p.add_argument("--compiled", action="store_true",
+                   help="static KV caches and a compiled one-token pass (CUDA graphs on a GPU; compiled before "
+                        "the clock starts, which takes a while the first time)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
@@ -230,6 +244,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
         chat=not args.raw,
         gamma=args.gamma,
         policy=args.policy,
+        confidence=args.confidence,
+        compiled=args.compiled,
         drafter=args.drafter,
         draft_vocab=args.draft_vocab,
         draft_quant=args.draft_quant,
@@ -548,11 +564,7 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
         prompts = S.check_prompts(args.prompt)
         repeats = S.check_repeats(args.repeats)
         S.check_max_new_tokens(args.max_new_tokens, gammas)
-        base = RunConfig(prompt=prompts[0], chat=not args.raw, gamma=gammas[-1], policy=args.policy,
-                         drafter=args.drafter, draft_vocab=args.draft_vocab, draft_quant=args.draft_quant,
-                         max_new_tokens=args.max_new_tokens,
-                         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-                         stop=list(args.stop), **_tree(args))
+        base = _config(argparse.Namespace(**{**vars(args), "prompt": prompts[0], "gamma": gammas[-1]}))
         check_settings(base)  # fail on bad settings before a minute of model loading
         if args.target_url is not None:
             check_remote(base)

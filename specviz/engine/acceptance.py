@@ -135,13 +135,18 @@ def sampling_accept(
         rejected = (u >= ratio).nonzero()
         if len(rejected):
             k = int(rejected[0])
-            residual = (p[k] - q[k]).clamp_min(0)
-            total = residual.sum()
-            # p == q on the support leaves no residual mass; p itself is then exact.
-            row = residual / total if total > 0 else p[k]
-            return Acceptance(k, int(torch.multinomial(row, 1, generator=gen)), u[: k + 1], row, bool(total > 0))
+            row, leftover = residual_row(p[k], q[k])
+            return Acceptance(k, int(torch.multinomial(row, 1, generator=gen)), u[: k + 1], row, leftover)
         return Acceptance(g, int(torch.multinomial(p[g], 1, generator=gen)), u, p[g])
     return Acceptance(g, int(torch.multinomial(p[g], 1, generator=gen)), None, p[g])
+
+
+def residual_row(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """After a rejection: norm(max(0, p − q)), and True; where p == q on the support there is
+    no residual mass, and p itself is exact: (p, False)."""
+    residual = (p - q).clamp_min(0)
+    total = residual.sum()
+    return (residual / total, True) if total > 0 else (p, False)
 
 
 def top_tokens(rows: torch.Tensor, k: int) -> list[list[int]]:

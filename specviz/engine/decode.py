@@ -38,13 +38,14 @@ from specviz.engine.acceptance import (
     warp,
 )
 from specviz.engine.detokenize import RunText
-from specviz.engine.drafters import Proposal, make_drafter
+from specviz.engine.drafters import Proposal, draft_compiled, make_drafter
 from specviz.engine.tree import DraftTree, TreeDrafter, TreeShape, TreeVerdict, accept_tree, best_line, verify_tree
 from specviz.models import busy
 from specviz.models.kv import Clock, KVModel
 from specviz.models.pair import ModelPair
 from specviz.record import stopping
-from specviz.record.policies import POLICIES
+from specviz.record.limits import MAX_TREE_NODES
+from specviz.record.policies import make_policy
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event, Round, Trace, TreeNode
 from specviz.record.validate import check
@@ -98,7 +99,7 @@ def record_round(index: int, gamma: int, prop: Proposal, verdict: Verdict, emitt
     p = verdict.p if verdict.p is not None else verdict.logits.softmax(-1)  # greedy: p at temperature 1
     rnd = Round(index=index, gamma=gamma, proposed=list(prop.tokens), accepted=k,
                 rejected=list(prop.tokens[k:]), correction=verdict.token,
-                bonus=n > 0 and k == n, emitted=list(emitted))
+                bonus=n > 0 and k == n, emitted=list(emitted), draft_stop=prop.stopped)
     rnd.proposed_text = text.pieces(prop.tokens)
     rnd.correction_text = text.pieces([verdict.token], after=prop.tokens[:k])[0]
     if n:
@@ -154,18 +155,22 @@ def record_candidates(rnd: Round, prop: Proposal, verdict: Verdict, p: torch.Ten
         rnd.draws = verdict.u.tolist()
 
 
-def real_rows_view(prop: Proposal, verdict: Verdict, emitted: list[int]) -> tuple[list[int], list[list[int]]]:
+View = tuple[list[int], list[list[int]], list[float]]  # ranks, top TOP_F ids, top-1 probabilities
+
+
+def real_rows_view(prop: Proposal, verdict: Verdict, emitted: list[int]) -> View:
     """The draft's view of this round's emitted positions that have a real draft row on the
     correct prefix: the k accepted ones and the correction's (not a bonus token's)."""
     m = min(verdict.accepted + 1, len(prop.tokens), len(emitted))
     if not m:
-        return [], []
+        return [], [], []
     return draft_view(prop.q_rows[:m], emitted[:m])
 
 
-def draft_view(q_rows: torch.Tensor, tokens: list[int]) -> tuple[list[int], list[list[int]]]:
+def draft_view(q_rows: torch.Tensor, tokens: list[int]) -> View:
     """For draft distributions q_rows [n, V] and the tokens emitted at those positions:
-    each token's rank under its row (0 = the draft's top choice) and the top TOP_F ids.
+    each token's rank under its row (0 = the draft's top choice), the top TOP_F ids, and the
+    draft's probability of its top choice (what the confidence policy compares with τ).
 
     Ties (common in bf16) are broken as argmax breaks them, by the lower id first, so a
     token has rank 0 exactly when the greedy draft would have proposed it."""
@@ -175,11 +180,11 @@ def draft_view(q_rows: torch.Tensor, tokens: list[int]) -> tuple[list[int], list
     ids = torch.arange(q_rows.shape[-1]).unsqueeze(0)
     ranks = ((q_rows > value) | ((q_rows == value) & (ids < picked))).sum(-1).tolist()
     order = torch.sort(q_rows, dim=-1, descending=True, stable=True).indices
-    return ranks, order[:, :TOP_F].tolist()
+    return ranks, order[:, :TOP_F].tolist(), q_rows.max(-1).values.float().tolist()
 
 
 def teacher_forced_view(pair: ModelPair, config: RunConfig, prompt_ids: list[int],
-                        output_ids: list[int]) -> tuple[list[int], list[list[int]]]:
+                        output_ids: list[int]) -> View:
     """The draft's view of every output position from ONE pass over prompt + output: the
     positions a run had no draft row for (a bonus token's) are filled from it."""
     head = pair.cut_head(config.draft_vocab, config.draft_quant) if config.draft_vocab else None
@@ -256,7 +261,24 @@ class Decoding:
             pair.draft_model(config.draft_quant)
             if config.draft_vocab:
                 pair.cut_head(config.draft_vocab, config.draft_quant)
+        self.cache_length = 0
+        if config.compiled:  # static caches: compiled and warmed up here, before the clock
+            self.cache_length = self._warm_compiled()
         self._gen = self._rounds()
+
+    def _warm_compiled(self) -> int:
+        """The static caches' size for this run, and each compiled model warmed up at it."""
+        from specviz.models import static_kv
+
+        cfg, pair = self.trace.config, self.pair
+        need = len(self.trace.prompt_ids) + cfg.max_new_tokens + MAX_TREE_NODES + 2
+        length = static_kv.cache_length(need, pair.context_length)
+        models = [pair.target]
+        if cfg.mode == "speculative" and draft_compiled(cfg):
+            models.append(pair.draft)
+        for model in models:
+            static_kv.warm(model, pair.device, length)
+        return length
 
     def __iter__(self) -> Iterator[Round]:
         return self
@@ -279,18 +301,20 @@ class Decoding:
         sampling = Sampling(cfg.temperature, cfg.top_k, cfg.top_p)
         gen = torch.Generator().manual_seed(cfg.seed)
         clock = Clock(others=not busy.served_here(cfg.target_url))
-        target = pair.target_kv()
+        target = pair.target_kv(cfg.compiled, self.cache_length)
         shape = TreeShape.of(cfg) if speculative and cfg.is_tree else None
         if shape is not None:  # a token tree: the draft model, full head
-            drafter = TreeDrafter(KVModel(pair.draft_model(cfg.draft_quant), pair.device), sampling, gen, clock, shape)
+            kv = pair.kv(pair.draft_model(cfg.draft_quant), compiled=draft_compiled(cfg), length=self.cache_length)
+            drafter = TreeDrafter(kv, sampling, gen, clock, shape,
+                                  sure=cfg.confidence if cfg.policy == "confidence" else None)
         else:
-            drafter = make_drafter(pair, cfg, sampling, gen, clock) if speculative else None
-        policy = POLICIES[cfg.policy](cfg.gamma)
+            drafter = make_drafter(pair, cfg, sampling, gen, clock, self.cache_length) if speculative else None
+        policy = make_policy(cfg.policy, cfg.gamma, cfg.confidence)
         text = RunText(pair.tokenizer, trace.prompt_ids)
         ids = list(trace.prompt_ids)
         last: Round | None = None
         views = self.inspect and speculative and cfg.drafter == "model" and sampling.greedy
-        seen: dict[int, tuple[int, list[int]]] = {}  # output position -> (rank, top) from real rows
+        seen: dict[int, tuple[int, list[int], float]] = {}  # output position -> (rank, top, top q), real rows
         while True:
             left = min(cfg.max_new_tokens - len(trace.output_ids), pair.context_length - len(ids))
             gamma = min(shape.max_depth if shape else policy.next(last), left - 1) if drafter else 0
@@ -300,7 +324,7 @@ class Decoding:
                     target, drafter, ids, gamma, self.eos, sampling, gen, clock)
                 waits = []
             else:
-                prop = drafter.propose(ids, gamma, self.eos) if gamma > 0 else Proposal()
+                prop = drafter.propose(ids, gamma, self.eos, policy.stop_after) if gamma > 0 else Proposal()
                 logits, verify_event = verify(target, ids, prop, clock,
                                               "verify_forward" if speculative else "target_forward")
                 waits = target.take_waits()  # a remote target: the request's time outside the server's compute
@@ -346,7 +370,7 @@ class Decoding:
             yield rnd
             clock.resume()
 
-    def _fill_views(self, seen: dict[int, tuple[int, list[int]]]) -> None:
+    def _fill_views(self, seen: dict[int, tuple[int, list[int], float]]) -> None:
         """The draft's view of every output position, after the run (off the clock): real
         rows where the run has them; one teacher-forced pass for the rest (bonus tokens).
         Real rows first: in bf16 a multi-token pass can round a near-tie differently."""
@@ -357,9 +381,10 @@ class Decoding:
         if len(seen) < n:
             forced = teacher_forced_view(self.pair, trace.config, trace.prompt_ids, trace.output_ids)
             for j in range(n):
-                seen.setdefault(j, (forced[0][j], forced[1][j]))
+                seen.setdefault(j, (forced[0][j], forced[1][j], forced[2][j]))
         trace.draft_ranks = [seen[j][0] for j in range(n)]
         trace.draft_top = [seen[j][1] for j in range(n)]
+        trace.draft_top_q = [seen[j][2] for j in range(n)]
 
     @staticmethod
     def _rollback(target: KVModel, drafter, ids: list[int], clock: Clock, rejected: list[int]) -> list[Event]:

@@ -7,6 +7,7 @@ both fit behind it, as do constant and adaptive draft lengths.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -14,6 +15,7 @@ import torch
 
 from specviz.engine.acceptance import Sampling, pick, warp
 from specviz.models.kv import Clock, KVModel
+from specviz.record.policies import never
 from specviz.record.run_trace import Event
 
 
@@ -22,16 +24,29 @@ class Proposal:
     tokens: list[int] = field(default_factory=list)
     q_rows: torch.Tensor | None = None  # [len(tokens), V] warped draft distributions
     events: list[Event] = field(default_factory=list)
+    stopped: str = ""  # "confidence": drafting stopped early, the last token's q below the policy's τ
+
+
+StopRule = Callable[[float], bool]  # q of the token just proposed -> stop drafting after it (policies.never)
 
 
 class Drafter(Protocol):
     name: str
 
-    def propose(self, ids: list[int], gamma: int, stop_ids: set[int]) -> Proposal: ...
+    def propose(self, ids: list[int], gamma: int, stop_ids: set[int], stop_after: StopRule = never) -> Proposal: ...
 
     def sync(self, ids: list[int]) -> list[Event]:
         """Roll any state back to a prefix of ``ids`` after verification."""
         ...
+
+
+def sync_cache(kv: KVModel, ids: list[int], clock: Clock) -> list[Event]:
+    """Crop a draft's cache back to its longest common prefix with ``ids``: one rollback event
+    when it dropped anything."""
+    t0 = clock.now()
+    if not kv.rollback(kv.common_prefix(ids)):
+        return []
+    return [Event("draft", "rollback", t0, clock.now(), kv.tokens[-1:] if kv.tokens else [])]
 
 
 class ModelDrafter:
@@ -47,8 +62,9 @@ class ModelDrafter:
         self.kv, self.sampling, self.gen, self.clock = kv, sampling, gen, clock
         self.head = kv.head
 
-    def propose(self, ids: list[int], gamma: int, stop_ids: set[int]) -> Proposal:
-        """gamma forward passes; stops early after proposing an EOS."""
+    def propose(self, ids: list[int], gamma: int, stop_ids: set[int], stop_after: StopRule = never) -> Proposal:
+        """At most gamma forward passes; stops early after proposing an EOS, or a token whose
+        q the policy's ``stop_after`` calls too unsure (``Proposal.stopped``)."""
         prop = Proposal()
         rows = []
         seq = list(ids)
@@ -69,15 +85,14 @@ class ModelDrafter:
             seq.append(tok)
             if tok in stop_ids:
                 break
+            if len(prop.tokens) < gamma and stop_after(float(q[0, tok])):
+                prop.stopped = "confidence"
+                break
         prop.q_rows = torch.stack(rows) if rows else None
         return prop
 
     def sync(self, ids: list[int]) -> list[Event]:
-        t0 = self.clock.now()
-        dropped = self.kv.rollback(self.kv.common_prefix(ids))
-        if not dropped:
-            return []
-        return [Event("draft", "rollback", t0, self.clock.now(), self.kv.tokens[-1:] if self.kv.tokens else [])]
+        return sync_cache(self.kv, ids, self.clock)
 
 
 class NgramDrafter:
@@ -89,7 +104,8 @@ class NgramDrafter:
     def __init__(self, vocab_size: int, clock: Clock, max_n: int = 3):
         self.vocab_size, self.clock, self.max_n = vocab_size, clock, max_n
 
-    def propose(self, ids: list[int], gamma: int, stop_ids: set[int]) -> Proposal:
+    def propose(self, ids: list[int], gamma: int, stop_ids: set[int], stop_after: StopRule = never) -> Proposal:
+        """A lookup's q is one-hot: it is never unsure, so ``stop_after`` never stops it."""
         t0 = self.clock.now()
         tokens: list[int] = []
         for n in range(min(self.max_n, len(ids) - 1), 0, -1):
@@ -113,17 +129,23 @@ class NgramDrafter:
         return []
 
 
-
-
 DRAFTERS = {"model": ModelDrafter, "ngram": NgramDrafter}
 
 
-def make_drafter(pair, config, sampling: Sampling, gen: torch.Generator, clock: Clock) -> Drafter:
+def draft_compiled(config) -> bool:
+    """Whether the draft's one-token pass runs compiled: asked for, and the plain draft (int8's
+    dynamic kernels and a cut head run eager)."""
+    return config.compiled and config.drafter == "model" and config.draft_quant == "none" and not config.draft_vocab
+
+
+def make_drafter(pair, config, sampling: Sampling, gen: torch.Generator, clock: Clock, length: int = 0) -> Drafter:
     """The drafter ``config.drafter`` names, set up for ``pair``: the draft model with
     its own cache (int8 when ``config.draft_quant`` says so; its head cut to
-    ``config.draft_vocab`` ids when that is > 0), or the n-gram prompt lookup."""
+    ``config.draft_vocab`` ids when that is > 0; static, of ``length`` positions, with a
+    compiled step when ``config.compiled``), or the n-gram prompt lookup."""
     cls = DRAFTERS[config.drafter]
     if cls.name == "ngram":
         return cls(pair.vocab_size, clock)
     head = pair.cut_head(config.draft_vocab, config.draft_quant) if config.draft_vocab else None
-    return cls(KVModel(pair.draft_model(config.draft_quant), pair.device, head), sampling, gen, clock)
+    kv = pair.kv(pair.draft_model(config.draft_quant), head, compiled=draft_compiled(config), length=length)
+    return cls(kv, sampling, gen, clock)

@@ -23,7 +23,11 @@ Drafting, one forward pass per depth, over the frontier (``TreeDrafter.propose``
   narrower, and drafting stops once no frontier node can make the cut.
 
 Children: greedy, the draft's top-w tokens (ties to the lower id, as argmax breaks them);
-sampling, w independent draws from q (a token drawn twice is one node, drawn twice).
+sampling, w independent draws from q (a token drawn twice is one node, drawn twice). Under the
+confidence policy (``sure`` = τ) a dynamic tree spends width only where the draft is unsure: a
+node whose row's top probability is at least τ gets one child, its top token (EAGLE-2's use of
+the draft's confidence, Li et al. 2024, §4: a sure draft's second guess is rarely the target's).
+The count is decided from q before any draw, so sampling stays exact.
 
 Verifying (``verify_tree``): the target reads the pending tokens and all N nodes in one
 pass with a tree attention mask; row 0 is the root's distribution, row 1 + i node i's.
@@ -52,7 +56,8 @@ import math
 
 import torch
 
-from specviz.engine.acceptance import Sampling, warp
+from specviz.engine.acceptance import Sampling, residual_row, warp
+from specviz.engine.drafters import sync_cache
 from specviz.models.kv import Clock, KVModel
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event
@@ -190,14 +195,17 @@ class TreeDrafter:
     name = "model"
 
     def __init__(self, kv: KVModel, sampling: Sampling, gen: torch.Generator, clock: Clock, shape: TreeShape,
-                 prune: bool = True):
+                 prune: bool = True, sure: float | None = None):
         self.kv, self.sampling, self.gen, self.clock, self.shape = kv, sampling, gen, clock, shape
+        self.sure = sure  # dynamic trees: one child where the row's top probability is >= sure (None: off)
         self.prune = prune  # greedy dynamic trees: skip nodes the final cut drops (False: read every one)
         self.prefix = 0  # len(ids) when the tree was drafted
         self.read: dict[int, int] = {}  # node -> its column in the draft's cache
 
     def _children(self, tree: DraftTree, v: int, w: int, step: int) -> None:
         q = tree.rows[v]
+        if self.sure is not None and not self.shape.widths and float(q.max()) >= self.sure:
+            w = 1  # the draft is sure here: no second guess
         if self.sampling.greedy:
             picks = _top_children(q, w)
         else:
@@ -277,10 +285,7 @@ class TreeDrafter:
         return Event("draft", "rollback", t0, self.clock.now(), self.kv.tokens[-1:])
 
     def sync(self, ids: list[int]) -> list[Event]:
-        t0 = self.clock.now()
-        if not self.kv.rollback(self.kv.common_prefix(ids)):
-            return []
-        return [Event("draft", "rollback", t0, self.clock.now(), self.kv.tokens[-1:] if self.kv.tokens else [])]
+        return sync_cache(self.kv, ids, self.clock)
 
 
 def verify_tree(target: KVModel, ids: list[int], tree: DraftTree, clock: Clock) -> tuple[torch.Tensor, Event]:
@@ -332,10 +337,7 @@ def accept_tree(tree: DraftTree, logits: torch.Tensor, sampling: Sampling, gen: 
             if float(torch.rand((), generator=gen)) < float(p[tok] / q[tok].clamp_min(1e-30)):
                 nxt = c
                 break
-            residual = (p - q).clamp_min(0)
-            total = residual.sum()
-            if total > 0:  # p == q on the support leaves no residual mass; p is then exact
-                p = residual / total
+            p, _ = residual_row(p, q)
         if nxt is None:
             return TreeVerdict(path, int(torch.multinomial(p, 1, generator=gen)), p_rows, not kids)
         path.append(nxt)

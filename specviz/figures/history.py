@@ -29,8 +29,8 @@ from specviz.record.contention import describe
 from specviz.record.i18n import N_, Translator
 from specviz.record.run_trace import Trace
 
-CONFIG_COLUMNS = ("run", "pair", "dtype", "example", "prompt", "draft", "gamma", "tree", "temperature", "top_p",
-                  "max new tokens", "seed")
+CONFIG_COLUMNS = ("run", "pair", "dtype", "example", "prompt", "draft", "gamma", "policy", "tree", "temperature",
+                  "top_p", "max new tokens", "seed")
 HISTORY_COLUMNS = (*CONFIG_COLUMNS, *(METRICS[k].column for k in HISTORY_METRICS), "identical", "baseline",
                    "contention", "fair race")
 # What two runs must share for their numbers to be compared: all but the run number, the example's
@@ -57,6 +57,14 @@ def tree_label(cfg) -> str:
     return ",".join(map(str, cfg.tree_shape)) if cfg.tree_shape else f"{cfg.tree_nodes}×{cfg.tree_width}"
 
 
+def policy_label(cfg) -> str:
+    """A run's draft-length policy as the history keeps it: "" for a constant γ, "τ 0.6" for the
+    confidence policy (γ then the most it drafts), "heuristic"."""
+    if cfg.mode != "speculative" or cfg.policy == "constant":
+        return ""
+    return f"τ {cfg.confidence:g}" if cfg.policy == "confidence" else cfg.policy
+
+
 def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | None = None,
                 speedup: float | None = None, identical: bool | None = None,
                 baseline: str | None = None, fair: bool | None = None) -> dict[str, Any]:
@@ -78,6 +86,7 @@ def history_row(trace: Trace, run: int, example: str = "custom", ar: Trace | Non
         "prompt": cfg.prompt,
         "draft": "" if cfg.mode != "speculative" else draft_label(cfg),
         "gamma": cfg.gamma if not cfg.tree_shape else len(cfg.tree_shape),
+        "policy": policy_label(cfg),
         "tree": tree_label(cfg),
         "temperature": cfg.temperature,
         "top_p": cfg.top_p,
@@ -222,8 +231,9 @@ TABLE_COLUMNS = (  # 858 px in all: the main column's width at 1280 px with the 
     Column("example", N_("Example"), 72, N_("The example prompt, or custom")),
     Column("draft", N_("Draft"), 68, N_("The draft's head (full, or its N most frequent tokens: FR-Spec) and "
                                         "weights (int8 when quantized)")),
-    Column("gamma", N_("γ · tree"), 70, N_("Draft length; for a token tree, its depth · its node budget × width "
-                                           "(or its widths per depth)")),
+    Column("gamma", N_("γ · tree"), 70, N_("Draft length (≤ γ: the confidence policy, which stops early where the "
+                                           "draft is unsure; its τ is in the CSV); for a token tree, its depth · its "
+                                           "node budget × width (or its widths per depth)")),
     Column("temperature", N_("Temp"), 48, N_("Sampling temperature (0 = greedy)")),
     _metric_column("tokens_per_second", 84),
     _metric_column("acceptance_rate", 90, bar=True),
@@ -291,8 +301,10 @@ def history_table(rows: list[dict[str, Any]], tr: Translator = N_) -> list[dict[
 
 
 def _marked(row: dict[str, Any], c: Column, tr: Translator) -> Any:
-    if c.key == "gamma" and row.get("tree"):
-        return f"{row['gamma']} · {row['tree']}"  # a tree: its depth, then its shape (tree_label)
+    if c.key == "gamma":
+        gamma = f"≤{row['gamma']}" if str(row.get("policy", "")).startswith("τ") else str(row["gamma"])
+        # a tree: its depth, then its shape (tree_label)
+        return f"{gamma} · {row['tree']}" if row.get("tree") else gamma
     shown = _shown(c.key, row.get(c.key), c.bar, tr)
     return f"{shown} {BUSY_MARK}" if busy_mark(row, c.key) else shown
 

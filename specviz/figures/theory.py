@@ -87,7 +87,7 @@ class RunPoint:
 
 def run_point(trace: Trace | None, speedup: float | None = None) -> RunPoint | None:
     """The run's point: γ (the constant one, or the mean drafted length under the heuristic
-    policy), α from its mean acceptance length (``theory.alpha_from_mean_length``), c its
+    or confidence policy), α from its mean acceptance length (``theory.alpha_from_mean_length``), c its
     measured cost ratio (0 with the n-gram drafter, which runs no draft model). None
     before the run has a round, or for a target-alone run."""
     if trace is None or not trace.rounds or trace.config.mode != "speculative":

@@ -138,7 +138,27 @@ def _draft_bar(rnd: Round, i: int, e: Event, verified: bool, tr: Translator = N_
             n=rnd.index + 1, tokens=len(e.tokens))
         row = "prefill"
     what = tr(N_("proposes {token} → {verdict}")).format(token=_tok(tok), verdict=verdict)
+    if rnd.draft_stop and i == len(rnd.proposed) - 1:
+        what += "<br>" + early_stop_text(rnd, tr)
     return row, Bar("draft", e.start_ms, e.duration_ms, f"<b>{head}</b><br>{_timing(e, tr)}<br>{what}")
+
+
+def early_stop_text(rnd: Round, tr: Translator = N_) -> str:
+    """Why a round drafted fewer than γ tokens, when its policy stopped it."""
+    q = rnd.draft_probs[-1] if rnd.draft_probs else None
+    return tr(N_("the draft stops here, {n} of γ = {gamma}: it gave this token q = {q}, below its "
+                 "confidence threshold")).format(n=len(rnd.proposed), gamma=rnd.gamma,
+                                                  q="?" if q is None else f"{q:.2f}")
+
+
+def early_stops(trace: Trace) -> list[tuple[Round, float]]:
+    """The rounds whose draft stopped early (``Round.draft_stop``), each with the end of its last draft pass."""
+    out = []
+    for rnd in trace.rounds:
+        ends = [e.end_ms for e in rnd.events if e.is_forward and is_draft_step(e)]
+        if rnd.draft_stop and ends:
+            out.append((rnd, max(ends)))
+    return out
 
 
 def _lookup_bar(rnd: Round, e: Event, tr: Translator = N_) -> Bar:
@@ -287,6 +307,21 @@ def _add_round_starts(fig: go.Figure, trace: Trace, top: float, where: dict, axi
     ), **where)
 
 
+def _add_early_stops(fig: go.Figure, trace: Trace, ys: dict[str, int], where: dict, legend: bool,
+                     tr: Translator = N_) -> None:
+    """A bar-high tick where a round's draft stopped before γ because it was unsure."""
+    stops = early_stops(trace)
+    if not stops or "draft" not in ys:
+        return
+    fig.add_trace(go.Scatter(
+        x=[end for _r, end in stops], y=[ys["draft"]] * len(stops), mode="markers",
+        name=tr(N_("Draft stops early (unsure)")), showlegend=legend,
+        marker=dict(symbol="line-ns", size=22, color=PENDING, line=dict(width=3, color=PENDING)),
+        hovertext=[f"<b>{tr(N_('round {n}')).format(n=r.index + 1)}</b><br>{early_stop_text(r, tr)}" for r, _e in stops],
+        hoverinfo="text", hoverlabel=dict(align="left"),
+    ), **where)
+
+
 def _lane_ticks(trace: Trace, lanes: list[str], prefix: str, tr: Translator = N_) -> list[str]:
     summary = live_summary(trace)
     ticks = []
@@ -316,6 +351,7 @@ def add_timeline(fig: go.Figure, trace: Trace, row: int | None = None, legend: b
     _add_bars(fig, tr(N_("Waiting")), wait_bars(trace, lanes, tr), ys, where, color="rgba(0,0,0,0)",
               width=WAIT_WIDTH, legend=legend, pattern=WAIT_PATTERN)
     _add_round_starts(fig, trace, len(lanes) - 0.5, where, axis_ms or trace.wall_ms, tr)
+    _add_early_stops(fig, trace, ys, where, legend, tr)
     fig.update_yaxes(tickvals=list(range(len(lanes))), ticktext=_lane_ticks(trace, lanes, label_prefix, tr),
                      range=[-0.6, len(lanes) - 0.25], showgrid=False, zeroline=False, fixedrange=True, **where)
 

@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import torch
 
-from specviz.engine.acceptance import Sampling
+from specviz.engine.acceptance import Sampling, greedy_accept
 from specviz.engine.decode import verify
 from specviz.engine.drafters import ModelDrafter, Proposal
 from specviz.measure import two_threads
@@ -99,12 +99,9 @@ def _rounds(pair: ModelPair, trace: Trace, draft_ex: ThreadPoolExecutor, target_
 
         s0 = clock.now()  # the verdict: the target's rows check pending + y1 (post) or x1 (pre)
         checked = pending + new[:1] if post else new[:1]
-        best = logits.argmax(-1).tolist()
-        k = 0
-        while k < len(checked) and checked[k] == best[k]:
-            k += 1
+        k, target_token = greedy_accept(logits, checked)
         rejected = k < len(checked)
-        own = best[k] if rejected or not new else None
+        own = target_token if rejected or not new else None
         emitted, stop = stopping.cut(checked[:k] + ([own] if own is not None else []), produced, limit,
                                      cfg.max_new_tokens, eos)
         sample = Event("target", "sample", s0, clock.now(), [own] if own is not None else [])

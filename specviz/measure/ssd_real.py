@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.engine.acceptance import Sampling
+from specviz.engine.acceptance import Sampling, greedy_accept
 from specviz.engine.decode import verify
 from specviz.engine.drafters import ModelDrafter, Proposal
 from specviz.measure import two_threads
@@ -298,11 +298,7 @@ class _Run:
                 stop_branches.set()
                 raise
             verified = clock.now()
-            best = logits.argmax(-1).tolist()
-            k = 0
-            while k < len(block) and block[k] == best[k]:
-                k += 1
-            own = best[k]
+            k, own = greedy_accept(logits, block)
             emitted, stop = stopping.cut(block[:k] + [own], produced, limit, cfg.max_new_tokens, self.eos)
             info.stopped = bool(stop)
             if stop:

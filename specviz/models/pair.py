@@ -130,6 +130,7 @@ class ModelPair:
     _heads: dict[tuple[int, str], CutHead] = field(default_factory=dict, repr=False)
     _quantized: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
     remote: Any = None  # a remote.RemoteTarget, connected
+    draft_choice: Any = None  # the draft variant that pays here (specviz.measure.draft_choice.Choice), once measured
 
     @property
     def models(self) -> list[torch.nn.Module]:
@@ -148,11 +149,22 @@ class ModelPair:
         """Ids the models can emit (the config's vocabulary, padding rows included)."""
         return (self.target or self.draft).config.vocab_size
 
-    def target_kv(self):
-        """A fresh target with its own cache: a KVModel, or the remote target's (remote.RemoteKV)."""
+    def target_kv(self, compiled: bool = False, length: int = 0):
+        """A fresh target with its own cache: a KVModel, or the remote target's (remote.RemoteKV);
+        ``compiled``: a static cache of ``length`` positions and the compiled step (``kv``)."""
         if self.remote is not None:
             return RemoteKV(self.remote)
-        return KVModel(self.target, self.device)
+        return self.kv(self.target, compiled=compiled, length=length)
+
+    def kv(self, model: torch.nn.Module, head=None, compiled: bool = False, length: int = 0) -> KVModel:
+        """``model`` bound to a fresh cache: dynamic, or with ``compiled`` (and no cut ``head``) a
+        static cache of ``length`` positions whose one-token pass runs compiled
+        (specviz.models.static_kv; call ``static_kv.warm`` first, off the clock)."""
+        if not compiled or head is not None:
+            return KVModel(model, self.device, head)
+        from specviz.models import static_kv
+
+        return static_kv.StaticKV(model, self.device, length, static_kv.compiled(model))
 
     @functools.cached_property
     def eos_ids(self) -> list[int]:
@@ -179,6 +191,10 @@ class ModelPair:
     @functools.cached_property
     def _ranks(self) -> list[int] | None:
         return self.builtin_ranks or shipped_ranks(vocab_fingerprint(self.tokenizer))
+
+    def has_token_ranks(self) -> bool:
+        """Whether a token ranking exists for this tokenizer (so the draft's head can be cut)."""
+        return self._ranks is not None
 
     def token_ranks(self) -> list[int]:
         """Every token id, most frequent first (for a cut draft head); BadInput when no

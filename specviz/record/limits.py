@@ -20,7 +20,14 @@ MAX_TREE_DEPTH = 16
 MAX_TREE_WIDTH = 8  # the draft's candidates a trace records per position (engine.decode.TOP_F)
 MODES = ("speculative", "autoregressive")
 DRAFTER_NAMES = ("model", "ngram")  # specviz.engine.drafters.DRAFTERS
-POLICY_NAMES = ("constant", "heuristic")  # specviz.record.policies.POLICIES
+POLICY_NAMES = ("constant", "heuristic", "confidence")  # specviz.record.policies.POLICIES
+# The confidence policy's threshold τ: stop drafting after a token the draft gave q < τ
+# (bench/bench.py --thresholds measures others; docs/design.md has the table).
+DEFAULT_CONFIDENCE = 0.6
+# What the app drafts with by default: the confidence policy with this cap on γ, and the draft
+# variant this machine's measurement picks (specviz.measure.draft_choice.default_config).
+DEFAULT_POLICY = "confidence"
+DEFAULT_GAMMA = 10
 DTYPE_NAMES = ("float32", "bfloat16", "float16")  # specviz.models.pair.DTYPES
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PAIRS = ("default", "tiny")

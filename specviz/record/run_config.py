@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specviz.record.limits import DEFAULT_CONFIDENCE
+
 SCHEMA_VERSION = 4
 
 LANES = ("draft", "target")
@@ -52,9 +54,11 @@ class RunConfig:
     stop: list[str] = field(default_factory=list)
     drafter: str = "model"
     policy: str = "constant"
+    confidence: float = DEFAULT_CONFIDENCE  # the confidence policy's τ: stop after a token with q < τ
     draft_vocab: int = 0  # > 0: the draft's head cut to this many most frequent ids (FR-Spec)
     draft_quant: str = "none"  # "int8": the draft's Linears dynamic int8 (specviz/models/int8.py)
     target_url: str = ""  # the target on this vLLM server (specviz/models/remote.py); "" = a local target
+    compiled: bool = False  # static KV caches and a compiled one-token pass (CUDA graphs on a GPU): models.static_kv
     # A token tree instead of a chain (specviz/engine/tree.py). tree_nodes > 0: a dynamic tree of at most
     # that many nodes, tree_depth deep, tree_width children per expanded node (EAGLE-2's expansion);
     # tree_shape [w_1, .., w_D]: a static tree, every node at depth d-1 with w_d children. A chain of

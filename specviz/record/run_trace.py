@@ -94,6 +94,10 @@ class Round:
     ``proposed`` is then the path the verification walked (the accepted nodes) followed by
     the draft's most probable line below the last of them, so ``accepted``, ``rejected`` and
     the strip read as for a chain; ``tree`` holds every node.
+
+    ``draft_stop`` says why a round proposed fewer than ``gamma`` tokens when a policy made it
+    (an EOS or the token budget say so themselves): "confidence", the draft's q of its last
+    proposal (``draft_probs[-1]``) fell below the confidence policy's τ.
     """
 
     index: int
@@ -117,6 +121,7 @@ class Round:
     draws: list[float] = field(default_factory=list)
     residual_probs: list[float] = field(default_factory=list)
     tree: list[TreeNode] = field(default_factory=list)
+    draft_stop: str = ""
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -146,6 +151,7 @@ class Trace:
     # prefix: the rank of the emitted token (0 = the draft's top choice) and its top candidates
     draft_ranks: list[int] = field(default_factory=list)
     draft_top: list[list[int]] = field(default_factory=list)
+    draft_top_q: list[float] = field(default_factory=list)  # the draft's probability of its top choice there
     eos_ids: list[int] = field(default_factory=list)  # the pair's end-of-sequence ids
     summary: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION

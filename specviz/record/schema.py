@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from specviz.record.errors import BadInput
 from specviz.record.i18n import N_, Translator, translate_known
 from specviz.record.limits import (
+    DEFAULT_CONFIDENCE,
     DRAFTER_NAMES,
     DTYPE_NAMES,
     MAX_GAMMA,
@@ -234,6 +235,8 @@ class RoundModel(_Strict):
     draws: list[Prob] = []
     residual_probs: list[Prob] = []
     tree: list[TreeNodeModel] = Field([], max_length=MAX_TREE_NODES)
+    draft_stop: Literal["", "confidence"] = Field("", description=(
+        "why the draft stopped before gamma: 'confidence', its last proposal's q below the policy's threshold"))
     events: list[EventModel] = []
 
 
@@ -257,9 +260,12 @@ class RunConfigModel(_Strict):
     stop: list[Annotated[str, Field(min_length=1)]] = []
     drafter: Literal[DRAFTER_NAMES] = "model"
     policy: Literal[POLICY_NAMES] = "constant"
+    confidence: float = Field(DEFAULT_CONFIDENCE, ge=0.0, le=1.0, description=(
+        "the confidence policy's threshold: stop drafting after a token the draft gave a lower probability"))
     draft_vocab: int = Field(0, ge=0, description="> 0: the draft's head cut to this many most frequent ids")
     draft_quant: Literal[QUANTS] = "none"
     target_url: str = Field("", max_length=2048, description="a remote target's server (specviz/models/remote.py); '' = local")
+    compiled: bool = Field(False, description="static KV caches and a compiled one-token pass (CUDA graphs on a GPU)")
     tree_nodes: int = Field(0, ge=0, le=MAX_TREE_NODES, description="a dynamic tree's node budget; 0 = a chain")
     tree_depth: int = Field(4, ge=1, le=MAX_TREE_DEPTH)
     tree_width: int = Field(2, ge=1, le=MAX_TREE_WIDTH)
@@ -312,6 +318,7 @@ class TraceModel(_Strict):
     draft_ranks: list[Annotated[int, Field(ge=0)]] = Field(
         [], description="the draft's rank of each output token (0 = its top choice)")
     draft_top: list[list[TokenId]] = []
+    draft_top_q: list[Prob] = Field([], description="the draft's probability of its top choice at each output position")
     eos_ids: list[TokenId] = []
     summary: SummaryModel = Field(default_factory=SummaryModel, description=(
         "recomputed from the rounds when a trace is read; empty while a run is in progress"))

@@ -59,6 +59,11 @@ def check_settings(config: RunConfig) -> None:
         raise BadInput(
             f"draft-length policy must be one of {', '.join(POLICY_NAMES)}; got {config.policy!r}", "policy"
         )
+    if not isinstance(config.compiled, bool):
+        raise BadInput(f"compiled is on or off (true or false); got {config.compiled!r}", "compiled")
+    if (not isinstance(config.confidence, (int, float)) or isinstance(config.confidence, bool)
+            or not 0 <= config.confidence <= 1):
+        raise BadInput(f"the confidence threshold must be from 0 to 1; got {config.confidence!r}", "confidence")
     if not _whole(config.draft_vocab, 0):
         raise BadInput(
             f"draft vocabulary must be a whole number >= 0 (0 = the full head); got {config.draft_vocab!r}",
@@ -97,8 +102,9 @@ def check_tree(config: RunConfig) -> None:
         return
     if config.drafter != "model":
         raise BadInput("a token tree needs the model drafter (an n-gram lookup proposes one continuation)", "drafter")
-    if config.policy != "constant":
-        raise BadInput("a token tree has a fixed shape: use the constant draft-length policy", "policy")
+    if config.policy == "heuristic" or (config.policy == "confidence" and config.tree_shape):
+        raise BadInput("a token tree has a fixed depth: use the constant draft-length policy (or, for a dynamic "
+                       "tree, the confidence policy, which widens it only where the draft is unsure)", "policy")
     if config.draft_vocab:
         raise BadInput("a token tree drafts with the full head: use draft vocabulary 0", "draft_vocab")
 
@@ -110,6 +116,8 @@ def check_remote(config: RunConfig) -> None:
     if config.is_tree and config.mode == "speculative":
         raise BadInput("a remote target verifies a chain only: a server takes no tree attention mask; "
                        "use tree nodes 0", "tree_nodes")
+    if config.compiled:
+        raise BadInput("compiled passes need a local target: a server compiles its own (use compiled off)", "compiled")
     if config.temperature != 0:
         raise BadInput("a remote target is greedy only: a server returns its top log-probabilities, not the whole "
                        "distribution that speculative sampling needs; use temperature 0", "temperature")

@@ -30,7 +30,11 @@ left = max_new_tokens - produced, g = min(policy gamma, left - 1); the draft pro
 tokens, one pass each, then the target verifies them in one pass over g + 1 tokens; it keeps
 the k leading tokens of rank 0 and adds its own token (a correction, or a bonus when k == g).
 The first draft pass of a round after a bonus reads two tokens (the last drafted one, never
-fed to the draft, and the bonus). Every step waits for the one before it. The policy is ``specviz.record.policies.POLICIES``'s.
+fed to the draft, and the bonus). Every step waits for the one before it. The policy is ``specviz.record.policies.POLICIES``'s;
+under the confidence policy a block stops right after a token whose draft probability is below
+τ: on the correct prefix that is the draft's top-1 probability there (``top_q``, recorded with
+the ranks), past a wrong token the run's own q of it where a recorded block passed (``chain_probs``);
+a probability the run cannot know counts as unsure (the block stops).
 
 **PEARL** (Liu et al., ICLR 2025), followed from the reference code:
 github.com/smart-lty/ParallelSpeculativeDecoding, ``src/engine.py``,
@@ -102,9 +106,9 @@ from dataclasses import dataclass, field
 
 from specviz.record import stopping
 from specviz.record.errors import BadInput
-from specviz.record.limits import MAX_GAMMA
+from specviz.record.limits import DEFAULT_CONFIDENCE, MAX_GAMMA
 from specviz.record.limits import UNKNOWN_TOKEN as UNKNOWN
-from specviz.record.policies import POLICIES
+from specviz.record.policies import POLICIES, make_policy, never
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Event, Round, Trace
 from specviz.replay.latency import LatencyModel
@@ -117,7 +121,8 @@ class Settings:
     """What to replay: the draft length and its policy, the budget, EOS, and SSD's fan-out."""
 
     gamma: int
-    policy: str = "constant"  # serial only: "constant" | "heuristic" (specviz.record.policies.POLICIES)
+    policy: str = "constant"  # serial only: "constant" | "heuristic" | "confidence" (specviz.record.policies.POLICIES)
+    confidence: float = DEFAULT_CONFIDENCE  # the confidence policy's τ
     max_new_tokens: int = 64  # the budget the recorded run had
     eos_ids: frozenset[int] = frozenset()  # the draft stops proposing after proposing one of these
     fanout: int = 2  # SSD: branches per outcome (uniform), and the budget fanout * (g + 1)
@@ -130,6 +135,7 @@ class Settings:
         checks = {
             "gamma": 1 <= self.gamma <= MAX_GAMMA,
             "policy": self.policy in POLICIES,
+            "confidence": 0.0 <= self.confidence <= 1.0,
             "max_new_tokens": self.max_new_tokens >= 1,
             "fanout": self.fanout >= 1,
             "fanout_mode": self.fanout_mode in FANOUT_MODES,
@@ -175,6 +181,8 @@ class ReplayInput:
     prompt_ids: Sequence[int] = ()
     chains: Mapping[int, Sequence[int]] | None = None
     config: RunConfig | None = None
+    top_q: Sequence[float] = ()  # the draft's top-1 probability per output position (the confidence policy)
+    chain_probs: Mapping[int, Sequence[float]] | None = None  # each recorded block's q of its tokens
 
 
 @dataclass
@@ -189,6 +197,8 @@ class _Replay:
     prompt_ids: list[int]
     config: RunConfig | None = None
     chains: dict[int, list[int]] = field(default_factory=dict)
+    top_q: list[float] = field(default_factory=list)
+    chain_probs: dict[int, list[float]] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
 
     @classmethod
@@ -205,22 +215,43 @@ class _Replay:
         chains = {int(at): list(chain) for at, chain in (recorded.chains or {}).items() if chain}
         if any(not 0 <= at < n for at in chains):
             raise BadInput(f"a draft chain starts outside the {n} output positions", "chains")
+        top_q = list(recorded.top_q)
+        if settings.policy == "confidence" and len(top_q) != n:
+            raise BadInput("the confidence policy replays from the draft's top-1 probability at every position: "
+                           "this run did not record it (record it again with this version of specviz)", "top_q")
+        chain_probs = {int(at): list(q) for at, q in (recorded.chain_probs or {}).items() if int(at) in chains}
         return cls(list(tokens), list(ranks), [list(c) for c in candidates], costs, settings,
-                   list(recorded.prompt_ids), recorded.config, chains)
+                   list(recorded.prompt_ids), recorded.config, chains, top_q, chain_probs)
 
     @property
     def n(self) -> int:
         return len(self.tokens)
 
-    def draft(self, anchor: int, start: int, g: int) -> list[int]:
+    def draft(self, anchor: int, start: int, g: int, stop_after=never) -> list[int]:
         """The draft's greedy tokens at positions start..start+g-1 when the verified prefix
-        ends at ``anchor`` (``token_at``); stops right after an EOS."""
+        ends at ``anchor`` (``token_at``); stops right after an EOS, or after a token whose
+        probability (``q_at``) the policy's ``stop_after`` calls too unsure."""
         block: list[int] = []
         for j in range(start, start + g):
             block.append(self.token_at(anchor, j))
             if block[-1] in self.settings.eos_ids:
                 break
+            if j < start + g - 1 and stop_after(self.q_at(anchor, j)):
+                break
         return block
+
+    def q_at(self, anchor: int, j: int) -> float:
+        """The draft's probability of its greedy token at position j (as ``token_at`` finds the
+        token): its top-1 probability while the prefix is the target's; else a recorded block's
+        q of it; else 0.0, unknown (a rule that asks stops there)."""
+        if j < self.n and j < len(self.top_q) and all(r == 0 for r in self.ranks[anchor:j]):
+            return self.top_q[j]
+        for s in range(anchor, -1, -1):
+            chain, probs = self.chains.get(s), self.chain_probs.get(s)
+            if chain is not None and probs is not None and j - s < min(len(chain), len(probs)) \
+                    and chain[: anchor - s] == self.tokens[s:anchor]:
+                return probs[j - s]
+        return 0.0
 
     def token_at(self, anchor: int, j: int) -> int:
         """The draft's greedy token at position j, its own tokens filling anchor..j-1: its top
@@ -305,15 +336,17 @@ def _result(name: str, run: _Replay, rounds: list[Round], wall: float, policy: s
 def serial(recorded: ReplayInput, costs: LatencyModel, settings: Settings) -> ScheduleResult:
     """Draft, then verify, strictly one after the other (the engine's schedule)."""
     run = _Replay.of(recorded, costs, settings)
-    policy = POLICIES[settings.policy](settings.gamma)
+    policy = make_policy(settings.policy, settings.gamma, settings.confidence)
     rounds: list[Round] = []
     p, t, last = 0, 0.0, None
     while p < run.n:
         g = min(policy.next(last), settings.max_new_tokens - p - 1)
-        block = run.draft(p, p, g)
+        block = run.draft(p, p, g, policy.stop_after)
         events = run.draft_passes(t, len(block), reads=2 if last is not None and last.bonus else 1)
         target = run.target_pass(events[-1].end_ms if events else t, p, block)
         rnd = run.record(len(rounds), g, block, run.accepted(p, block), p, own=True)
+        if len(block) < g and block and block[-1] not in settings.eos_ids and settings.policy == "confidence":
+            rnd.draft_stop = "confidence"
         tail, t = run.bookkeeping(target[-1].end_ms, {"target": rnd.rejected})
         rnd.events = [*events, *target, *tail]
         rounds.append(rnd)

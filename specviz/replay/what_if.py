@@ -50,6 +50,8 @@ def why_not_replayable(trace: Trace) -> str | None:
         return "ngram"
     if not trace.draft_ranks or len(trace.draft_ranks) != len(trace.output_ids):
         return "no_ranks"
+    if cfg.policy == "confidence" and len(trace.draft_top_q) != len(trace.output_ids):
+        return "no_ranks"
     if set(references(trace)) != {"draft", "target"}:
         return "too_short"
     return None
@@ -58,7 +60,7 @@ def why_not_replayable(trace: Trace) -> str | None:
 def settings_for(trace: Trace, gamma: int | None = None, policy: str | None = None,
                  fanout: int = 2, fanout_mode: str = "uniform") -> schedules.Settings:
     cfg = trace.config
-    return schedules.Settings(gamma=gamma or cfg.gamma, policy=policy or cfg.policy,
+    return schedules.Settings(gamma=gamma or cfg.gamma, policy=policy or cfg.policy, confidence=cfg.confidence,
                               max_new_tokens=cfg.max_new_tokens, eos_ids=frozenset(trace.eos_ids),
                               fanout=fanout, fanout_mode=fanout_mode)
 
@@ -74,7 +76,7 @@ def replay_input(trace: Trace) -> schedules.ReplayInput:
     """What a replay reads of ``trace``: its tokens, the draft's ranks and top candidates of
     them, its prompt, its draft's blocks (``draft_chains``) and its settings."""
     return schedules.ReplayInput(trace.draft_ranks, trace.draft_top, trace.output_ids, trace.prompt_ids,
-                                 draft_chains(trace), trace.config)
+                                 draft_chains(trace), trace.config, trace.draft_top_q, draft_chain_probs(trace))
 
 
 def draft_chains(trace: Trace) -> dict[int, list[int]]:
@@ -89,6 +91,17 @@ def draft_chains(trace: Trace) -> dict[int, list[int]]:
     return chains
 
 
+
+
+def draft_chain_probs(trace: Trace) -> dict[int, list[float]]:
+    """Output position -> the draft's q of each token of the block it proposed there (the
+    confidence policy's stops past a wrong token)."""
+    probs, at = {}, 0
+    for rnd in trace.rounds:
+        if rnd.proposed and at < len(trace.output_ids):
+            probs[at] = list(rnd.draft_probs)
+        at += len(rnd.emitted)
+    return probs
 
 
 def own_draft(trace: Trace) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from specviz.record.i18n import N_, Translator, gettext_for
+from specviz.record.limits import DEFAULT_CONFIDENCE, DEFAULT_GAMMA, DEFAULT_POLICY
 from specviz.ui.lang import current
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -62,7 +63,7 @@ SHORTCUTS = {"run": "G", "step": "S", "autoplay": "A", "stop": "X"}
 SPEEDS = {N_("Instant"): 0.0, N_("Fast"): 0.35, N_("Normal"): 1.0, N_("Slow"): 2.2}  # keys shown as _(key)
 DEFAULTS = {
     "prompt": EXAMPLES["Code"],
-    "gamma": 4,
+    "gamma": DEFAULT_GAMMA,  # the confidence policy's cap; with it off, exactly γ every round
     "temperature": 0.0,
     "top_p": 1.0,
     "max_new_tokens": 64,
@@ -71,6 +72,8 @@ DEFAULTS = {
     "reuse_baseline": False,
     "draft_vocab": 0,
     "draft_int8": False,
+    "draft_stop": DEFAULT_POLICY == "confidence",  # stop drafting after a token the draft gave q < τ
+    "confidence": DEFAULT_CONFIDENCE,
     "draft_shape": "chain",  # or "tree": tree_nodes nodes, tree_width wide, γ deep
     "tree_nodes": 16,
     "tree_width": 3,

@@ -32,6 +32,16 @@ def why_rejected(rej: insp.Rejection) -> str:
     return said + " " + _("{factor:.0f} times less likely: here the draft guessed wrong.").format(factor=1 / rej.ratio)
 
 
+def early_stop_sentence(rnd, threshold: float) -> str:
+    """Why the draft proposed fewer than γ tokens: the confidence policy stopped it."""
+    q = rnd.draft_probs[-1] if rnd.draft_probs else 0.0
+    return _("It stopped after {n} of at most γ = {gamma}: it gave its last guess {token} a probability of "
+             "q = {q}, below the confidence threshold τ = {tau}. A guess it is that unsure of is likely to be "
+             "rejected, so another draft pass would more likely waste time than save it: the target checks "
+             "now.").format(n=len(rnd.proposed), gamma=rnd.gamma, q=f"{q:.2f}", tau=f"{threshold:.2f}",
+                            token=token_span(rnd.proposed_text[-1]) if rnd.proposed_text else "")
+
+
 def draft_step(walk: Walk) -> None:
     """1. The draft proposes."""
     S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
@@ -50,6 +60,8 @@ def draft_step(walk: Walk) -> None:
             if S.drafts and S.drafts[0].event.kind == "prefill" else "",
             _("What the draft produces: for each position a probability distribution q over the vocabulary, "
               "and a token drawn from it (its top token when greedy). Cheap guesses, not yet output."))
+        if rnd.draft_stop == "confidence":
+            say(early_stop_sentence(rnd, cfg.confidence))
     say(_("Meanwhile the target sits idle for those {ms}: there is nothing to check until the guesses exist.").format(
         ms=dur(S.draft_ms)))
     round_timeline(walk)

@@ -34,7 +34,7 @@ from specviz.ui.markdown import code_span  # noqa: F401  (links.code_span: the s
 # The parameters, in the order a link lists them; each is the session-state key of its
 # widget, except ``example``, which names an example prompt and sets ``prompt``.
 PARAMS = ("example", "prompt", "gamma", "temperature", "top_p", "max_new_tokens", "seed", "draft_vocab",
-          "draft_int8", "draft_shape", "tree_nodes", "tree_width")
+          "draft_int8", "draft_shape", "tree_nodes", "tree_width", "draft_stop", "confidence")
 SETTINGS = tuple(p for p in PARAMS if p != "example")  # what parse_query returns
 # Parameters the Live page does not read but must leave alone: the language, Streamlit's own.
 OTHER_PARAMS = frozenset({"lang", "embed", "embed_options"})
@@ -43,6 +43,7 @@ OTHER_PARAMS = frozenset({"lang", "embed", "embed_options"})
 TEMPERATURE_RANGE = (0.0, 2.0)
 TOP_P_RANGE = (0.05, 1.0)
 MAX_SEED = 2**31 - 1
+CONFIDENCE_RANGE = (0.05, 0.95)  # the confidence policy's τ on the Live page's slider
 MAX_PROMPT_CHARS = 2000  # the longest prompt a link carries (in characters)
 SHOWN_CHARS = 40  # a bad value is quoted up to this many characters
 
@@ -220,6 +221,8 @@ _FIELDS: dict[str, tuple[Callable[[str, Limits], Any], tuple[Check, ...]]] = {
     "draft_vocab": (_whole, (_draft_head,)),
     "draft_int8": (_switch, (_int8_here,)),
     "draft_shape": (_shape, ()),
+    "draft_stop": (_switch, ()),
+    "confidence": (_number, (_engine_on("confidence"), _range(lambda lim: CONFIDENCE_RANGE, _fmt))),
     "tree_nodes": (_whole, (_range(lambda lim: (2, MAX_TREE_NODES)),)),
     "tree_width": (_whole, (_range(lambda lim: (1, MAX_TREE_WIDTH)),)),
     "prompt": (_text, (_prompt_length, _engine_on("prompt"))),

@@ -21,6 +21,7 @@ from specviz.ui.server_mode import ServerSettings
 from specviz.ui.state import (
     context_note,
     draft_head_choices,
+    draft_choice_note,
     draft_head_label,
     link_problems,
     pick_example,
@@ -73,6 +74,8 @@ def sidebar(pair: ModelPair, server: ServerSettings, tr: Translator) -> Slots:
                              "(seconds, off the clock). The output stays exactly the target's own."))
         else:
             st.session_state["draft_int8"] = False
+        if note := draft_choice_note(pair, tr):
+            st.caption(note)
         slots["draft_vocab"] = st.empty()
         draft_shape(tr)
         slots["tree"] = st.empty()
@@ -107,6 +110,17 @@ def draft_shape(tr: Translator) -> None:
                          help=_("A chain drafts one guess per position. A tree also drafts the second and third "
                                 "guesses where the draft is unsure, and the target checks every branch in the same "
                                 "one pass: its spare width. The output stays exactly the target's own."))
+    if st.session_state["draft_shape"] == "chain":
+        st.toggle(_("Stop where the draft is unsure"), key="draft_stop", persist_state="session",
+                  help=_("The confidence policy: the draft stops right after a token it gave a probability below "
+                         "τ, so it drafts deep where it is sure and hands over at once where it hesitates; γ is "
+                         "then the most it drafts. Off: exactly γ tokens every round. Either way the output is "
+                         "exactly the target's own."))
+        if st.session_state.get("draft_stop", True):
+            st.slider(_("Confidence threshold τ"), *links.CONFIDENCE_RANGE, step=0.05, key="confidence",
+                      persist_state="session", format="τ = %.2f",
+                      help=_("Stop drafting after a token whose draft probability is below τ "
+                             "(Hugging Face's assistant_confidence_threshold)."))
     if st.session_state["draft_shape"] == "tree":
         st.slider(_("Tree nodes"), 2, MAX_TREE_NODES, key="tree_nodes", persist_state="session",
                   help=_("The node budget: how many drafted tokens the one verify pass reads. The draft grows the "

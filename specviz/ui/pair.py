@@ -56,6 +56,7 @@ LOAD_MESSAGES = (
     N_("Draft ready in {seconds} s ({dtype} on {device}); target at {url}"),
     N_("Fetching {model} (safetensors only)"),
     N_("Saving a {dtype} copy of {folder} (first {dtype} run only)"),
+    N_("Measuring which draft pays on this machine (first start only)"),
 )
 ROLES = {"draft": N_("the draft"), "target": N_("the target")}  # {role} in LOAD_MESSAGES
 
@@ -81,7 +82,8 @@ _STAGES = (  # (message start, overall fraction before, span) for a monotonic ov
     ("converting target gguf (first run only): saving", 0.68, 0.0),
     ("checking that the tokenizers match", 0.75, 0.0),
     ("loading draft weights", 0.80, 0.0), ("loading target weights", 0.88, 0.0),
-    ("checking the remote target", 0.9, 0.0), ("pair ready", 1.0, 0.0), ("draft ready", 1.0, 0.0),
+    ("checking the remote target", 0.9, 0.0), ("pair ready", 0.95, 0.0), ("draft ready", 1.0, 0.0),
+    ("measuring which draft pays", 0.96, 0.0),
 )
 
 
@@ -119,10 +121,25 @@ class PairLoader:
                                       target_model=model or None)
             else:
                 self.pair = load_pair(self.name, device="auto", dtype=dtype, progress=self._progress)
+                self._choose_draft()
         except Exception as exc:  # shown to the user; SpecvizError carries a fix-it message
             self.error = exc
         finally:
             self.finished = time.monotonic()
+
+    def _choose_draft(self) -> None:
+        """Which draft pays here (specviz.measure.draft_choice): cached per machine, else measured
+        now, seconds, before the page is ready (so no run's clock holds it)."""
+        from specviz.measure import draft_choice
+
+        if self.name == "tiny":  # random weights: their costs would pick nothing worth knowing
+            return
+        try:
+            if not draft_choice.cached(self.pair):
+                self._progress("Measuring which draft pays on this machine (first start only)", None)
+            self.pair.draft_choice = draft_choice.load_or_measure(self.pair)
+        except Exception as exc:  # the pair still works, with the plain draft as its default
+            self.pair.notes.append(f"could not measure the draft variants ({type(exc).__name__}: {exc})")
 
     @property
     def done(self) -> bool:

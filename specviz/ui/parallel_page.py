@@ -49,7 +49,8 @@ NOT_REPLAYABLE = {  # parallel.why_not_replayable's reasons, shown as tr(reason)
                     "nothing times a replay's passes. Generate a few more tokens."),
 }
 FANOUT_LABELS = {"uniform": N_("uniform"), "geometric": N_("geometric"), "constant": N_("constant"),
-                 "heuristic": N_("heuristic (+2 / −1)")}  # shown as tr(label)
+                 "heuristic": N_("heuristic (+2 / −1)"), "confidence": N_("confidence (stop where unsure)")}
+# shown as tr(label)
 
 
 @dataclass

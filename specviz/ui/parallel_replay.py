@@ -93,7 +93,14 @@ RTT_MAX_MS = 2000  # the round-trip slider's end
 RTT_STEP_MS = 50
 
 
-def render_settings(remote: bool = False) -> None:
+def serial_policies(trace: Trace) -> list[str]:
+    """The serial replay's policies for this run: the confidence policy needs the draft's top-1
+    probability at every position (recorded since it exists)."""
+    confident = len(trace.draft_top_q) == len(trace.output_ids) and bool(trace.output_ids)
+    return ["constant", "heuristic", *(["confidence"] if confident else [])]
+
+
+def render_settings(trace: Trace, remote: bool = False) -> None:
     """The replay's knobs (sidebar); for a remote run, the network time added to every verify."""
     with st.sidebar:
         st.slider(_("γ · draft length"), 1, MAX_GAMMA, key="parallel_gamma")
@@ -105,7 +112,10 @@ def render_settings(remote: bool = False) -> None:
         keep_choices("parallel_fanmode", "parallel_policy")
         st.segmented_control(_("SSD fan-out shape"), FANOUT_MODES, key="parallel_fanmode", required=True,
                              default="uniform", format_func=lambda m: _(FANOUT_LABELS[m]))
-        st.segmented_control(_("Serial γ policy"), ["constant", "heuristic"], key="parallel_policy", required=True,
+        policies = serial_policies(trace)
+        if st.session_state.get("parallel_policy") not in policies:
+            st.session_state["parallel_policy"] = "constant"
+        st.segmented_control(_("Serial γ policy"), policies, key="parallel_policy", required=True,
                              format_func=lambda m: _(FANOUT_LABELS[m]))
 
 
@@ -125,7 +135,7 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
     if not measured and same and pair.target is not None:
         if (got := render_measure_button(pair, trace, ctx)) is not None:
             costs, costs_note, measured = got
-    render_settings(remote=bool(cfg.target_url))
+    render_settings(trace, remote=bool(cfg.target_url))
 
     settings = parallel.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
                                      fanout=ss["parallel_fanout"], fanout_mode=ss["parallel_fanmode"])

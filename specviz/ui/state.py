@@ -184,6 +184,48 @@ def link_limits(pair: ModelPair) -> links.Limits:
                         draft_heads=tuple(draft_head_choices(pair)), device=pair.device.type)
 
 
+def apply_draft_choice(pair: ModelPair) -> None:
+    """Once per session and pair, before a share link is read (which still wins): the draft
+    variant this machine's measurement picked (``pair.draft_choice``,
+    specviz.measure.draft_choice) as the int8 switch's and the draft head's starting values."""
+    ss = st.session_state
+    choice = pair.draft_choice
+    key = pair_key()
+    if choice is None or ss.get("_draft_choice_for") == key:
+        return
+    ss["_draft_choice_for"] = key
+    ss["draft_int8"] = choice.variant.quant == "int8"
+    ss["draft_vocab"] = choice.variant.vocab
+
+
+def draft_choice_note(pair: ModelPair, tr: Translator = _) -> str | None:
+    """What the measurement picked and why, for the sidebar; None where nothing was measured."""
+    choice = pair.draft_choice
+    if choice is None:
+        return None
+    v = choice.variant
+    if v.quant == "int8" and v.vocab:
+        name = tr(N_("the int8 draft with its head cut to the {head}")).format(head=draft_head_label(v.vocab, tr))
+    elif v.quant == "int8":
+        name = tr(N_("the int8 draft"))
+    elif v.vocab:
+        name = tr(N_("the draft with its head cut to the {head}")).format(head=draft_head_label(v.vocab, tr))
+    else:
+        name = tr(N_("the full draft"))
+    if v.quant == "none" and not v.vocab:
+        others = [k for k in choice.costs if k.variant != v]
+        best = min(others, key=lambda k: k.c) if others else None
+        if best is None:
+            return tr(N_("Picked for this machine: {name}, c = {c} (measured here).")).format(
+                name=name, c=f"{choice.c:.2f}")
+        return tr(N_("Picked for this machine: {name}, c = {c}; no cheaper variant pays more here "
+                     "(the best, c = {other}; measured here).")).format(name=name, c=f"{choice.c:.2f}",
+                                                                         other=f"{best.c:.2f}")
+    return tr(N_("Picked for this machine: {name}, c = {c} against {plain} for the full draft (measured "
+                 "here: the smaller c, the more a round can gain).")).format(
+        name=name, c=f"{choice.c:.2f}", plain=f"{choice.plain_c:.2f}")
+
+
 def apply_link(pair: ModelPair) -> None:
     """Once per session, when the Live page first runs (before its widgets are drawn): the
     settings in the URL's query string into the widgets' state. Each value that cannot be
@@ -284,8 +326,17 @@ def read_config() -> RunConfig:
         draft_vocab=ss.get("draft_vocab", 0),
         draft_quant="int8" if ss.get("draft_int8") else "none",
         chat=True,
+        **policy_settings(ss),
         **tree_settings(ss),
     )
+
+
+def policy_settings(ss) -> dict:
+    """The RunConfig policy fields: a chain stops where the draft is unsure (the confidence
+    policy, γ its cap) while the switch is on; a tree's shape is fixed (constant)."""
+    if ss.get("draft_shape") == "tree" or not ss.get("draft_stop", DEFAULTS["draft_stop"]):
+        return {}
+    return dict(policy="confidence", confidence=float(ss.get("confidence", DEFAULTS["confidence"])))
 
 
 def tree_settings(ss) -> dict:
@@ -300,7 +351,8 @@ def tree_settings(ss) -> dict:
 def signature(cfg: RunConfig) -> tuple:
     """What a run's settings are, to tell whether they changed since (the draft's shape included)."""
     return (pair_key(), cfg.prompt, cfg.gamma, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed,
-            cfg.draft_vocab, cfg.draft_quant, cfg.tree_nodes, cfg.tree_depth, cfg.tree_width, tuple(cfg.tree_shape))
+            cfg.draft_vocab, cfg.draft_quant, cfg.tree_nodes, cfg.tree_depth, cfg.tree_width, tuple(cfg.tree_shape),
+            cfg.policy, cfg.confidence)
 
 
 SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k", "seed"})

@@ -165,7 +165,10 @@ def run_text(run: FT.RunPoint, policy: str, tr: Translator = _) -> str:
         predicted=theory.expected_speedup(run.alpha, run.gamma, run.c))
     if run.speedup is not None:
         said += " " + tr(N_("Raced against the target alone, it measured ×{speedup:.2f}.")).format(speedup=run.speedup)
-    if policy != "constant":
+    if policy == "confidence":
+        said += " " + tr(N_("(The draft stopped early where it was unsure, so γ changed from round to round: the "
+                            "mean is shown, and the formula, which assumes one γ, is only a guide.)"))
+    elif policy != "constant":
         said += " " + tr(N_("(γ changed from round to round under the heuristic policy: the mean is shown.)"))
     return said
 
