@@ -32,6 +32,8 @@ from helpers import (
     wait_for_run,
 )
 
+from specviz.record.limits import DEFAULT_GAMMA
+
 pytestmark = pytest.mark.browser
 
 
@@ -43,7 +45,7 @@ def test_run_shows_marks_and_timeline(app_server, browser):
         shot(page, "browser-light-start.png")
         expect(page.locator(".sv-hint")).not_to_have_count(0)  # empty strip, waiting for a run
         gamma = page.locator(".st-key-gamma").get_by_role("slider")
-        expect(page.locator(".st-key-gamma [data-testid='stSliderThumbValue']")).to_have_text("γ = 4")
+        expect(page.locator(".st-key-gamma [data-testid='stSliderThumbValue']")).to_have_text(f"γ = {DEFAULT_GAMMA}")
         expect(page.get_by_text("γ · draft length", exact=True)).to_be_visible()  # a label a class can read
 
         # Step with its keyboard shortcut: exactly one round appears

@@ -75,13 +75,14 @@ def pick(probs: torch.Tensor, s: Sampling, gen: torch.Generator) -> int:
     return int(torch.multinomial(probs.cpu(), 1, generator=gen))
 
 
-def greedy_accept(p: torch.Tensor, draft: list[int]) -> tuple[int, int]:
-    """Greedy rule. p: [g+1, V] target rows; returns (k accepted, target's next token)."""
+def greedy_accept(p: torch.Tensor, draft: list[int]) -> tuple[int, int | None]:
+    """Greedy rule. p: [g+1, V] target rows (or [g]: no bonus row); returns (k accepted, the
+    target's next token, None when every guess was accepted and there is no row after them)."""
     best = p.argmax(-1).tolist()
     k = 0
     while k < len(draft) and draft[k] == best[k]:
         k += 1
-    return k, best[k]
+    return k, best[k] if k < len(best) else None
 
 
 class Acceptance(tuple):
