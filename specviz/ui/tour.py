@@ -80,7 +80,7 @@ LIVE_STEPS = (
          ".st-key-step button"),
     _TIMELINE,
     Step(N_("Move γ and compare"), "pages/live.py", N_("γ · draft length"),
-         N_("Move **{gamma}** to 8, press **{run}** again and compare the two rows of the **{history}**; "
+         N_("Move **{gamma}** to 4, press **{run}** again and compare the two rows of the **{history}**; "
             "then run the **{prose}** example. Its acceptance is lower: {why}"),
          ".st-key-gamma"),
     Step(N_("See the theory with your run marked"), "pages/theory.py", N_("Use my run's α, c and γ"),
