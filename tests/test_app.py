@@ -192,7 +192,10 @@ def test_the_stats_show_the_counts_behind_the_rates(app):
     alpha = metrics.alpha_estimate(trace)
     line = next(c for c in captions if c.startswith("Acceptance "))
     assert f"{counts['accepted_tokens']} accepted ÷ {counts['drafted_tokens']} drafted" in line
-    assert f"α ≈ {alpha:.2f}" in line and "(1 − α⁵) ÷ (1 − α)" in line  # γ = 4
+    power = str(metrics.model_gamma(trace) + 1).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    assert f"α ≈ {alpha:.2f}" in line and f"(1 − α{power}) ÷ (1 − α)" in line  # the mean drafted γ
+    # the default policy stops where the draft is unsure: the line says the formula's one γ is a mean
+    assert trace.config.policy == "confidence" and "so γ changed from round to round" in line
     assert any(c.startswith("Bar i: the rounds that kept draft position i") for c in captions)
     app.button(key="run").click().run()
     trace = live(app).trace
@@ -201,7 +204,8 @@ def test_the_stats_show_the_counts_behind_the_rates(app):
     assert metric(app, "Drafted → accepted → emitted") == (
         f"{counts['drafted_tokens']} → {counts['accepted_tokens']} → {counts['new_tokens']}")
     short = metrics.short_drafts(trace)
-    assert any((f"{short} of the {len(trace.rounds)} rounds drafted fewer" if short else
+    assert any((f"{short} of the {len(trace.rounds)} rounds drafted fewer than γ = 4 tokens (the draft stopped "
+                "where it was unsure" if short else
                 f"All {len(trace.rounds)} rounds drafted γ = 4 tokens") in c.value for c in app.caption)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -169,3 +170,18 @@ def test_prefill_reads_and_the_estimate_from_them():
     assert metrics.prefill_estimate_ms(5000, (20, 40.0)) == pytest.approx(10_000.0)
     with pytest.raises(ValueError, match="measured read of some tokens"):
         metrics.prefill_estimate_ms(100, (0, 0.0))
+
+
+def test_a_varying_gamma_is_priced_at_the_mean_drafted_length():
+    """Under the confidence policy the cap γ is not what a round drafts: the closed form takes the
+    mean drafted length (rounded), and its α is fitted at that γ; a constant γ stays itself."""
+    constant = _run([4, 4, 2], [3, 3, 1], gamma=10)
+    assert metrics.model_gamma(constant) == 10
+    varying = dataclasses.replace(constant, config=RunConfig(gamma=10, policy="confidence"))
+    assert metrics.model_gamma(varying) == 3  # (4 + 4 + 2) / 3
+    alpha = metrics.alpha_estimate(varying)
+    length = metrics.live_summary(varying)["mean_acceptance_length"]
+    assert theory.expected_tokens_per_round(alpha, 3) == pytest.approx(length, abs=1e-9)
+    assert metrics.varying_gamma_note("constant") == ""
+    assert "only a guide" in metrics.varying_gamma_note("confidence")
+    assert "heuristic" in metrics.varying_gamma_note("heuristic")

@@ -197,18 +197,38 @@ def token_counts(trace: Trace) -> dict[str, int]:
     }
 
 
+def model_gamma(trace: Trace) -> int:
+    """The one γ the closed form takes for a run: its constant γ (a tree's depth); under a policy
+    that varies it from round to round (heuristic, confidence), the mean drafted length, rounded,
+    at least 1: the draft passes a round cost on average."""
+    if trace.config.policy == "constant" or trace.config.is_tree or not trace.rounds:
+        return trace.config.gamma
+    return max(1, round(sum(len(r.proposed) for r in trace.rounds) / len(trace.rounds)))
+
+
+def varying_gamma_note(policy: str, is_tree: bool = False, tr: Translator = N_) -> str:
+    """After a sentence that prices a run with one γ (``model_gamma``): where the policy varied it,
+    that the mean drafted length stood in for it, with a leading space (empty under a constant γ)."""
+    if is_tree or policy == "constant":
+        return ""
+    if policy == "confidence":
+        return " " + tr(N_("(The draft stopped early where it was unsure, so γ changed from round to round: the "
+                           "mean is shown, and the formula, which assumes one γ, is only a guide.)"))
+    return " " + tr(N_("(γ changed from round to round under the heuristic policy: the mean is shown.)"))
+
+
 def alpha_estimate(trace: Trace) -> float | None:
     """The per-token α of the closed form (``specviz.analysis.theory``): the probability, the same at
     every draft position and independent of the others, that the target accepts a draft
     token. Estimated as the α whose expected tokens per round (1 − α^(γ+1)) ÷ (1 − α)
     equals the run's measured mean acceptance length, 1 + accepted ÷ rounds
-    (``theory.alpha_from_mean_length``). Not the acceptance rate, accepted ÷ drafted: a
+    (``theory.alpha_from_mean_length``), γ the run's ``model_gamma``. Not the acceptance rate, accepted ÷ drafted: a
     round stops at its first rejection, and the rate counts the positions after it as
     drafted and not accepted. None for a run with no rounds or no draft."""
     if trace.config.mode != "speculative" or not trace.rounds or trace.config.gamma < 1:
         return None
     length = live_summary(trace).get("mean_acceptance_length")
-    return None if _missing(length) else theory.alpha_from_mean_length(length, trace.config.gamma)
+    return None if _missing(length) else theory.alpha_from_mean_length(length, model_gamma(trace))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.analysis import theory
-from specviz.analysis.metrics import live_summary
+from specviz.analysis.metrics import live_summary, model_gamma
 from specviz.figures.palette import (
     ACCEPTED,
     DRAFT,
@@ -93,11 +93,7 @@ def run_point(trace: Trace | None, speedup: float | None = None) -> RunPoint | N
     if trace is None or not trace.rounds or trace.config.mode != "speculative":
         return None
     s = live_summary(trace)
-    if trace.config.policy == "constant":
-        gamma = trace.config.gamma
-    else:
-        gamma = round(sum(len(r.proposed) for r in trace.rounds) / len(trace.rounds))
-    gamma = max(1, int(gamma))
+    gamma = max(1, model_gamma(trace))
     length = float(s.get("mean_acceptance_length") or 1.0)
     c = s.get("cost_ratio_c")
     return RunPoint(gamma=gamma, alpha=theory.alpha_from_mean_length(length, gamma),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from specviz.analysis import theory
+from specviz.analysis.metrics import varying_gamma_note
 from specviz.figures import theory as FT
 from specviz.record.i18n import N_, Translator
 from specviz.record.limits import MAX_GAMMA
@@ -165,12 +166,7 @@ def run_text(run: FT.RunPoint, policy: str, tr: Translator = _) -> str:
         predicted=theory.expected_speedup(run.alpha, run.gamma, run.c))
     if run.speedup is not None:
         said += " " + tr(N_("Raced against the target alone, it measured ×{speedup:.2f}.")).format(speedup=run.speedup)
-    if policy == "confidence":
-        said += " " + tr(N_("(The draft stopped early where it was unsure, so γ changed from round to round: the "
-                            "mean is shown, and the formula, which assumes one γ, is only a guide.)"))
-    elif policy != "constant":
-        said += " " + tr(N_("(γ changed from round to round under the heuristic policy: the mean is shown.)"))
-    return said
+    return said + varying_gamma_note(policy, tr=tr)
 
 
 def losing_text(measured: bool, tr: Translator = _) -> str:

@@ -337,7 +337,7 @@ def comparison_text(ar: Trace, sd: Trace, tokenizer=None, tr: Translator = N_) -
 def theory_line(trace: Trace) -> str | None:
     """What the closed form says about this run's measured α and c, in one sentence."""
     s = F.live_summary(trace)
-    c, gamma = s.get("cost_ratio_c"), trace.config.gamma
+    c, gamma = s.get("cost_ratio_c"), M.model_gamma(trace)
     alpha = M.alpha_estimate(trace)
     if not c or alpha is None:
         return None
@@ -382,12 +382,15 @@ def acceptance_line(trace: Trace) -> str | None:
             rate=M.text("acceptance_rate", s["acceptance_rate"]), accepted=counts["accepted_tokens"],
             drafted=counts["drafted_tokens"], nodes=sum(len(r.tree) for r in trace.rounds), gamma=trace.config.gamma,
             alpha=alpha, power=str(trace.config.gamma + 1).translate(SUPERSCRIPT), length=s["mean_acceptance_length"])
-    return _("Acceptance {rate} = {accepted} accepted ÷ {drafted} drafted. The theory's α ≈ {alpha:.2f} is a "
+    line = _("Acceptance {rate} = {accepted} accepted ÷ {drafted} drafted. The theory's α ≈ {alpha:.2f} is a "
              "per-token probability, the same at every position: the α for which (1 − α{power}) ÷ (1 − α) "
              "= the {length:.2f} tokens per round measured.").format(
         rate=M.text("acceptance_rate", s["acceptance_rate"]), accepted=counts["accepted_tokens"],
-        drafted=counts["drafted_tokens"], alpha=alpha, power=str(trace.config.gamma + 1).translate(SUPERSCRIPT),
+        drafted=counts["drafted_tokens"], alpha=alpha, power=str(M.model_gamma(trace) + 1).translate(SUPERSCRIPT),
         length=s["mean_acceptance_length"])
+    return line + M.varying_gamma_note(trace.config.policy, trace.config.is_tree, _)
+
+
 
 
 def positions_line(trace: Trace) -> str:
@@ -396,7 +399,12 @@ def positions_line(trace: Trace) -> str:
             "vLLM counts per position. A round stops at its first rejection: the positions after it count as "
             "not kept.")
     short, rounds, gamma = M.short_drafts(trace), len(trace.rounds), trace.config.gamma
-    if short:
+    if short and trace.config.policy == "confidence" and not trace.config.is_tree:
+        why = _("{short} of the {rounds} rounds drafted fewer than γ = {gamma} tokens (the draft stopped where it "
+                "was unsure, the token budget ran out, or the draft proposed the end of the text): they count only "
+                "where they drafted, so a later bar can stand higher.").format(short=short, rounds=rounds,
+                                                                                 gamma=gamma)
+    elif short:
         why = _("{short} of the {rounds} rounds drafted fewer than γ = {gamma} tokens (the token budget ran out, "
                 "or the draft proposed the end of the text): they count only where they drafted, so a later bar "
                 "can stand higher.").format(short=short, rounds=rounds, gamma=gamma)
