@@ -4,7 +4,10 @@ page (AppTest; the browser test is in test_busy_browser.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import threading
 import time
 from collections import namedtuple
 from pathlib import Path
@@ -19,6 +22,7 @@ from specviz.models import busy
 from specviz.models.busy import (
     CpuMeter,
     CpuSample,
+    app_seconds,
     busy_seconds,
     cpu_share,
     is_busy,
@@ -26,8 +30,10 @@ from specviz.models.busy import (
     own_seconds,
     resolution_s,
     served_here,
+    thread_seconds,
 )
-from specviz.record.contention import OTHER_PROCESSES, Contention, describe, merged
+from specviz.ui.page_threads import SCRIPT_THREAD, page_threads
+from specviz.record.contention import APP_PAGES, OTHER_PROCESSES, Contention, describe, merged
 from specviz.record.i18n import gettext_for
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -294,3 +300,91 @@ def test_the_history_delta_compares_like_with_like(live_app):
     at.text_area(key="prompt").set_value("Name three rivers.")
     at.button(key="run").click().run()  # 5: like #4, but #4 was timed on a busy machine
     assert tps_delta() is None
+
+
+# --- the app's own page work, in other threads of this process ----------------------------------
+
+
+@contextlib.contextmanager
+def page_thread(spin: bool):
+    """A thread named as Streamlit names a session's script thread, busy or asleep, and the meter
+    told to count the page's threads. Busy is hashing, which leaves the interpreter's lock to the
+    engine (a thread spinning in Python slowed the tiny pair's run 300-fold here: the lock, not
+    the cores), so the run is slowed by the cores alone and stays short."""
+    stop = threading.Event()
+    data = bytes(1 << 20)
+
+    def work():
+        while not stop.is_set():
+            if spin:
+                hashlib.sha256(data).digest()
+            else:
+                stop.wait(0.05)
+
+    thread = threading.Thread(target=work, name=f"{SCRIPT_THREAD}-test", daemon=True)
+    thread.start()
+    busy.count_app_threads(page_threads)
+    try:
+        yield thread
+    finally:
+        busy.count_app_threads(None)
+        stop.set()
+        thread.join()
+
+
+def pages(trace) -> list[Contention]:
+    return [c for c in trace.contention if c.label == APP_PAGES]
+
+
+def test_a_threads_cpu_time_and_the_page_threads_growth():
+    me = threading.get_native_id()
+    before = thread_seconds([me])[me]
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    assert thread_seconds([me])[me] - before >= 0.2
+    assert thread_seconds([2**31 - 1]) == {}  # no such thread: nothing, no error
+    # a thread that started between the samples counts whole; one that ended, not at all
+    assert app_seconds({1: 1.0, 2: 5.0}, {1: 1.5, 3: 0.25}) == pytest.approx(0.75)
+
+
+def test_the_page_threads_are_the_server_and_the_other_sessions_scripts():
+    with page_thread(spin=False) as other:
+        found = page_threads()
+        assert other.native_id in found and threading.main_thread().native_id not in found  # the asker is left out
+        seen = []
+        asker = threading.Thread(target=lambda: seen.extend(page_threads()), name=f"{SCRIPT_THREAD}-engine")
+        asker.start()
+        asker.join()
+        assert other.native_id in seen and threading.main_thread().native_id in seen
+        assert asker.native_id not in seen
+    plain = threading.Thread(target=lambda: time.sleep(0.2), name="loader")
+    plain.start()
+    assert plain.native_id not in page_threads()  # a model loads in a thread of its own: a heavy job instead
+    plain.join()
+
+
+def test_a_page_entry_and_how_it_reads():
+    meter = CpuMeter()
+    meter.app_s, meter.wall_s, meter.spans = 0.6, 2.0, 10  # 0.3 cores: over APP_BUSY_CORES
+    assert busy.entries([], meter) == [Contention(APP_PAGES, 0.3)]
+    meter.app_s = 0.05
+    assert busy.entries([], meter) == []
+    assert describe([Contention(APP_PAGES, 0.3)]) == "this app drawing its pages (0.3 cores)"
+    assert "0.3" in describe([Contention(APP_PAGES, 0.3)], ZH) and describe([Contention(APP_PAGES, 0.3)], ZH) != (
+        describe([Contention(APP_PAGES, 0.3)]))
+
+
+def test_a_run_beside_a_busy_page_thread_is_marked(tiny_pair):
+    """The app's own page work slows a pass as another program would; the meter, which counts other
+    processes only from their CPU time, finds it in the page's threads instead (issue 30)."""
+    with page_thread(spin=True):
+        trace = run_sd(tiny_pair, **LONG)
+    (entry,) = pages(trace)
+    assert entry.cpu_share >= busy.APP_BUSY_CORES, trace.contention
+
+
+def test_a_run_beside_an_idle_page_thread_is_not_marked(tiny_pair):
+    with page_thread(spin=False):
+        trace = run_sd(tiny_pair, **LONG)
+    assert pages(trace) == [], trace.contention

@@ -68,9 +68,11 @@ def why_not_reuse(baseline: Baseline, sd: Trace, now: float) -> str | None:
 
 
 def other_share(trace: Trace) -> float:
-    """Cores other processes took during the run's timed work as its trace records it (0 when
-    it is not marked: below ``busy.BUSY_CORES``)."""
-    return sum(c.cpu_share or 0.0 for c in trace.contention if c.label == contention.OTHER_PROCESSES)
+    """Cores other work took during the run's timed work as its trace records it: other processes
+    and the app's own pages (0 where neither is marked: below ``busy.BUSY_CORES``,
+    ``busy.APP_BUSY_CORES``)."""
+    return sum(c.cpu_share or 0.0 for c in trace.contention
+               if c.label in (contention.OTHER_PROCESSES, contention.APP_PAGES))
 
 
 def same_load(a: Trace, b: Trace) -> bool:

@@ -16,25 +16,32 @@ timings off as the pair's own:
   busy = user + nice + system + irq + softirq of each CPU in this process's affinity (not
   idle, iowait or steal: steal is the hypervisor's, not a process's). A share of 0.9 is
   another program taking 90% of one core. ``CpuMeter.busy`` says whether it is enough to
-  mark the run (``BUSY_CORES``, beyond the counters' resolution: ``is_busy``).
+  mark the run (``BUSY_CORES``, beyond the counters' resolution: ``is_busy``);
+* the app's own page work, in other threads of this process: Streamlit serving the page and
+  other sessions' scripts share the interpreter (and its lock) with the engine, so their CPU
+  time over the timed spans slows it as another program would, unseen by the rule above (it is
+  this process's own time). The UI layer names those threads (``count_app_threads``); the meter
+  reads their CPU time from the kernel at the same samples, and marks the run from
+  ``APP_BUSY_CORES``. The CLI and the benches name none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import itertools
 import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import psutil
 
-from specviz.record.contention import OTHER_PROCESSES, Contention
+from specviz.record.contention import APP_PAGES, OTHER_PROCESSES, Contention
 
 KEEP = 64  # finished jobs remembered (a run asks about its last few seconds only)
 
@@ -57,6 +64,44 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 # pair's edge; below the 1+ cores of two busy programs. One CPU-bound program beside a run that
 # uses both of two cores (~0.67 of a core) is not caught.
 BUSY_CORES = 0.9
+
+# The app's own page work's share of the cores from which a run is marked. Every core the page's
+# threads take during a pass is one the engine's threads (as many as the cores) wait for, so
+# the mark sits far lower than for other programs: a tenth of a core, over the counters'
+# resolution as above.
+APP_BUSY_CORES = 0.1
+
+# Native thread ids of this process's threads that do the app's page work, seen from the thread
+# that samples (``count_app_threads``); None: no such threads (the CLI, a bench).
+_app_threads: Callable[[], Iterable[int]] | None = None
+
+
+def count_app_threads(native_ids: Callable[[], Iterable[int]] | None) -> None:
+    """Name the threads of this process whose CPU time counts as the app's own page work (a
+    function, called at each sample, so threads that come and go are followed); None: none."""
+    global _app_threads
+    _app_threads = native_ids
+
+
+def thread_seconds(native_ids: Iterable[int]) -> dict[int, float]:
+    """CPU time (user + system, seconds) of this process's threads by native id, from
+    /proc/self/task/<id>/stat (fields 14 and 15, in ticks); a thread that has ended, or a
+    platform without /proc, gives nothing."""
+    found = {}
+    for tid in native_ids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # after the name: field 3 (state) first
+        except (OSError, IndexError):
+            continue
+        found[tid] = (int(fields[11]) + int(fields[12])) * TICK_S
+    return found
+
+
+def app_seconds(start: dict[int, float], end: dict[int, float]) -> float:
+    """CPU time the app's page threads took between two samples: each thread's growth (a thread
+    that started in between, all of its time; one that ended, none)."""
+    return sum(t - start.get(tid, 0.0) for tid, t in end.items())
 
 
 @dataclass
@@ -109,6 +154,7 @@ class CpuSample:
     wall_s: float  # time.perf_counter()
     busy_s: float  # busy time of this process's CPUs, every process's (busy_seconds)
     own_s: float  # this process's own CPU time, all its threads (user + system)
+    app_s: dict[int, float] = dataclasses.field(default_factory=dict)  # the app's page threads' (thread_seconds)
 
 
 def busy_seconds(per_cpu: Sequence, cpus: Iterable[int]) -> float:
@@ -162,13 +208,15 @@ class CpuMeter:
         except (AttributeError, psutil.Error):  # no affinity on this platform (macOS): every CPU
             self.cpus = list(range(psutil.cpu_count() or 1))
         self.other_s = 0.0
+        self.app_s = 0.0  # the app's page threads' CPU time over the spans
         self.wall_s = 0.0
         self.spans = 0
         self._start: CpuSample | None = None
 
     def sample(self) -> CpuSample:
         busy = busy_seconds(psutil.cpu_times(percpu=True), self.cpus)
-        return CpuSample(time.perf_counter(), busy, own_seconds(self._proc.cpu_times()))
+        app = thread_seconds(_app_threads()) if _app_threads is not None else {}
+        return CpuSample(time.perf_counter(), busy, own_seconds(self._proc.cpu_times()), app)
 
     def start(self) -> None:
         if self._start is None:
@@ -178,6 +226,7 @@ class CpuMeter:
         if self._start is not None:
             end = self.sample()
             self.other_s += other_seconds(self._start, end)
+            self.app_s += app_seconds(self._start.app_s, end.app_s)
             self.wall_s += end.wall_s - self._start.wall_s
             self.spans += 1
             self._start = None
@@ -189,11 +238,22 @@ class CpuMeter:
     def busy(self) -> bool:
         return is_busy(self.other_s, self.wall_s, self.spans, len(self.cpus))
 
+    @property
+    def app_share(self) -> float | None:
+        return cpu_share(self.app_s, self.wall_s)
+
+    def app_busy(self) -> bool:
+        """Whether the app's own page work took enough of the cores to mark the run (``APP_BUSY_CORES``)."""
+        return is_busy(self.app_s, self.wall_s, self.spans, len(self.cpus), threshold=APP_BUSY_CORES)
+
 
 def entries(jobs: Iterable[str], meter: CpuMeter | None) -> list[Contention]:
-    """A run's contention list: the heavy jobs by label, then other processes when they
-    took enough of the cores (``CpuMeter.busy``), with their share rounded to 0.01 core."""
+    """A run's contention list: the heavy jobs by label, then the app's own page work and other
+    processes when they took enough of the cores (``CpuMeter.app_busy``, ``CpuMeter.busy``), with
+    their shares rounded to 0.01 core."""
     found = [Contention(j) for j in sorted(set(jobs))]
+    if meter is not None and meter.app_busy():
+        found.append(Contention(APP_PAGES, round(meter.app_share, 2)))
     if meter is not None and meter.busy():
         found.append(Contention(OTHER_PROCESSES, round(meter.share, 2)))
     return found

@@ -130,7 +130,7 @@ def contention_note(trace: Trace | None) -> str | None:
     if trace is None or not trace.contention:
         return None
     named = contention.describe(trace.contention, _)
-    if all(c.label == contention.OTHER_PROCESSES for c in trace.contention):
+    if all(c.cpu_share is not None for c in trace.contention):  # other programs, or this app's pages
         return _("Timed on a busy machine: {jobs} ran meanwhile, so these numbers are slower than the pair's "
                  "own.").format(jobs=named)
     return _("Timed under contention: {jobs} ran at the same time, so these timings are slower than the pair's "

@@ -7,8 +7,10 @@ import sys
 
 import streamlit as st
 
+from specviz.models import busy
 from specviz.ui.chrome import ASSETS, calling_page
 from specviz.ui.lang import _
+from specviz.ui.page_threads import page_threads
 from specviz.ui.tour import render_bar
 
 
@@ -18,7 +20,11 @@ def page_chrome() -> None:
 
     (Pages do it themselves rather than app.py: with a folder named ``pages/``, Streamlit
     runs a page file on its own when a server's first session opens on that page, and
-    AppTest does so on every rerun.)"""
+    AppTest does so on every rerun.)
+
+    It also names the page's threads to the busy meter, so that a run timed while the app drew its
+    pages says so (``specviz.ui.page_threads``)."""
+    busy.count_app_threads(page_threads)
     st.set_page_config(
         page_title=_("specviz · speculative decoding, live"),
         page_icon=str(ASSETS / "icon.svg"),
