@@ -97,7 +97,9 @@ def test_a_pair_that_loads_while_its_card_is_drawn_is_drawn_once(monkeypatch):
     def slow_card(*args, **kwargs):
         card = real(*args, **kwargs)
         loader = ui_pair.current_loader()
+        deadline = time.monotonic() + TIMEOUT
         while not loader.done:
+            assert time.monotonic() < deadline, f"the tiny pair did not load in {TIMEOUT} s"
             time.sleep(0.01)
         return card
 

@@ -61,3 +61,10 @@ def round_timeline(walk: Walk) -> None:
     fig = F.timeline_figure(upto, height=200, tr=_)
     fig.update_xaxes(range=[start - pad, end + pad])
     st.plotly_chart(fig, key=f"inspect_timeline_{step}", config={"displayModeBar": False})
+
+
+def in_short(points: tuple[str, ...]) -> None:
+    """The four ideas, in short: a divider, a heading, one bullet each (a chain's or a tree's)."""
+    st.divider()
+    st.markdown("#### " + _("In short"))
+    st.markdown("\n".join("- " + s for s in points))

@@ -12,7 +12,7 @@ from specviz.analysis.marks import printable
 from specviz.figures import round_story as FI
 from specviz.ui import inspect_tree
 from specviz.ui.inspect_page import Walk, step_kind
-from specviz.ui.inspect_parts import dur, near_tie_note, num, round_timeline, say, stamp
+from specviz.ui.inspect_parts import dur, in_short, near_tie_note, num, round_timeline, say, stamp
 from specviz.ui.lang import _
 from specviz.ui.markdown import token_span
 
@@ -282,9 +282,7 @@ def render_step(walk: Walk) -> None:
 
 def render_in_short() -> None:
     """The four ideas, in short."""
-    st.divider()
-    st.markdown("#### " + _("In short"))
-    st.markdown("\n".join("- " + s for s in (
+    in_short((
         _("**What the draft produces:** γ guessed tokens, each with the distribution q it came from: cheap, and "
           "often right on predictable text."),
         _("**Why one verify pass checks many tokens:** the target computes a next-token distribution at every "
@@ -293,4 +291,4 @@ def render_in_short() -> None:
           "cannot guess on until the verdict is back."),
         _("**Why the output is the target's own:** every emitted token is one the target accepted or produced "
           "itself; when sampling, the min(1, p/q) test and the residual keep the target's distribution exactly."),
-    )))
+    ))

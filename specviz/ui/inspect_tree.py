@@ -14,7 +14,7 @@ from specviz.analysis import tree_story as tst
 from specviz.figures import round_story as FI
 from specviz.figures import tree as FT
 from specviz.ui.inspect_page import Walk
-from specviz.ui.inspect_parts import dur, near_tie_note, num, round_timeline, say
+from specviz.ui.inspect_parts import dur, in_short, near_tie_note, num, round_timeline, say
 from specviz.ui.lang import _
 from specviz.ui.markdown import token_span
 
@@ -304,9 +304,7 @@ RENDERERS: dict[str, Callable[[Walk, int], None]] = {
 
 def render_in_short() -> None:
     """The four ideas, in short, for a tree round."""
-    st.divider()
-    st.markdown("#### " + _("In short"))
-    st.markdown("\n".join("- " + s for s in (
+    in_short((
         _("**What the draft produces:** a token tree, one draft pass per depth: several guesses per position "
           "where the draft is unsure, each with the q it came from."),
         _("**Why one verify pass checks the whole tree:** the tree attention mask lets each node see only the "
@@ -315,4 +313,4 @@ def render_in_short() -> None:
           "cannot grow the next one until the verdict is back."),
         _("**Why the output is the target's own:** the walk keeps only what the target would choose (greedy) or "
           "what SpecInfer's rule accepts (sampling); every other branch is thrown away."),
-    )))
+    ))
