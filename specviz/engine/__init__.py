@@ -1,3 +1,4 @@
-"""The decode loop (``decode``): drafters and draft-length policies propose, the acceptance
-rules (``acceptance``) verify; tokens become text off the clock (``detokenize``); sessions
-take turns at one pair (``turns``). Never imports a measurement, a figure or a front end."""
+"""The decode loop (``decode``): chain drafters (``drafters``) or token trees (``tree``)
+propose, the acceptance rules (``acceptance``) verify; tokens become text off the clock
+(``detokenize``); sessions take turns at one pair (``turns``). Never imports a measurement,
+a figure or a front end."""

@@ -1,8 +1,12 @@
-"""Drafters propose up to gamma tokens with their draft probabilities; policies pick gamma.
+"""Chain drafters: each round, up to gamma tokens with their draft probabilities.
 
 The verifier sees only a ``Proposal``: tokens, the draft's warped distribution for
-each (rows of q), and the timed events. A draft model and an n-gram prompt lookup
-both fit behind it, as do constant and adaptive draft lengths.
+each (rows of q), and the timed events. A draft model (eager, or compiled on a static
+cache: ``draft_compiled``) and an n-gram prompt lookup both fit behind it; the draft
+length comes from the run's policy (constant, adaptive, or the confidence stop, which
+ends a round once the draft's own probability of its next token falls below the
+threshold). ``make_drafter`` builds the one a run's config asks for; trees draft in
+``specviz.engine.tree``.
 """
 
 from __future__ import annotations

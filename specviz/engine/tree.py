@@ -3,7 +3,8 @@
 A chain drafts one guess per position; a tree spends the verify pass's spare width on the
 second and third guesses where the draft is unsure (SpecInfer, Miao et al., ASPLOS 2024;
 EAGLE-2, Li et al., EMNLP 2024). A chain of gamma tokens is the static tree of widths
-[1] * gamma, and runs through this code exactly as it does through the chain drafter.
+[1] * gamma and gives the same tokens here as through the chain drafter (tests/test_tree.py),
+though a run drafts a chain with ``specviz.engine.drafters``.
 
 The root is the last verified token (not a node). Nodes are numbered in drafting order,
 parents before children; node i sits at position len(ids) - 1 + depth(i) and may attend to
