@@ -44,9 +44,8 @@ def early_stop_sentence(rnd, threshold: float) -> str:
 
 def draft_step(walk: Walk) -> None:
     """1. The draft proposes."""
-    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
-    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
+    S, rnd, cfg = walk.story, walk.rnd, walk.cfg
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)
     if S.lookup:
         say(_("No draft model in this run: an n-gram lookup found the last tokens earlier in the text and "
               "proposed what followed them there, {tokens}, in {ms}.").format(tokens=tokens, ms=dur(S.draft_ms)),
@@ -69,9 +68,9 @@ def draft_step(walk: Walk) -> None:
 
 def verify_step(walk: Walk) -> None:
     """2. The target checks them all in one pass."""
-    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
-    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
+    S, rnd = walk.story, walk.rnd
+    tokens = " ".join(token_span(t) for t in rnd.proposed_text)
+    g = len(rnd.proposed)
     say(_("The target reads the output's last token and the guesses, {tokens}, in ONE forward pass of {ms}, "
           "and gets {m} distributions p at once: one to check each guess, and one past the last.").format(
             tokens=tokens, ms=dur(S.verify_ms), m=g + 1),
@@ -88,9 +87,8 @@ def verify_step(walk: Walk) -> None:
 def accept_step(walk: Walk) -> None:
     """3. Accept while they agree."""
     ss = st.session_state
-    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
-    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
+    S, rnd, cfg = walk.story, walk.rnd, walk.cfg
+    g, k = len(rnd.proposed), rnd.accepted
     lines = []
     if S.greedy:
         say(_("Greedy decoding: a guess is kept when it is the target's own top token (argmax of p), position "
@@ -170,9 +168,8 @@ def accept_step(walk: Walk) -> None:
 
 def target_token_step(walk: Walk) -> None:
     """4. The target's own token."""
-    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
-    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
+    S, rnd, trace = walk.story, walk.rnd, walk.trace
+    k = rnd.accepted
     at = k + 1
     target = token_span(S.target_text)
     if S.emitted <= k:
@@ -216,9 +213,8 @@ def target_token_step(walk: Walk) -> None:
 
 def rollback_step(walk: Walk) -> None:
     """5. Both KV caches roll back."""
-    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
-    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
+    S, rnd = walk.story, walk.rnd
+    k = rnd.accepted
     tr, dr = S.rollback("target"), S.rollback("draft")
     say(_("Each model keeps a KV cache: the keys and values of every token it has read, so that a pass reads "
           "only the new tokens. After the verdict both must hold a prefix of the new sequence."))
@@ -243,9 +239,7 @@ def rollback_step(walk: Walk) -> None:
 
 def wait_step(walk: Walk) -> None:
     """6. The next round waits."""
-    S, rnd, index, trace, cfg, step = walk.story, walk.rnd, walk.index, walk.trace, walk.cfg, walk.step  # noqa: F841
-    tokens = " ".join(token_span(t) for t in rnd.proposed_text)  # noqa: F841
-    g, k = len(rnd.proposed), rnd.accepted  # noqa: F841
+    S, index = walk.story, walk.index
     if S.next_start_ms is not None:
         say(_("The verify pass returned at {t1}; round {r} started drafting at {t2}, {gap} later (the verdict "
               "and the rollbacks). It could not start earlier: its first guess must follow {token}, which only the "
