@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import io
 import json
 import math
 import multiprocessing
@@ -521,3 +522,12 @@ def ssd_simulated(sd, budget, mode: str = "uniform", alpha: float | None = None)
     costs = LatencyModel(draft_ms={1: 1.0}, verify_ms={1: 3.0}, draft_prefill_ms=2.0, target_prefill_ms=4.0)
     settings = budget.settings(sd.config.max_new_tokens, sd.eos_ids, mode, alpha)
     return schedules.ssd(replay_input(sd), costs, settings)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """A PNG's width and height in pixels (Pillow reads the header)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.format == "PNG", image.format
+        return image.size

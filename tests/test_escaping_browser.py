@@ -25,6 +25,7 @@ from helpers import (
     expect,
     no_exceptions,
     open_session,
+    png_size,
     run_to_done,
     shot,
     status,
@@ -145,7 +146,7 @@ def test_trace_text_shows_as_written_and_runs_nothing(app_server, browser, tmp_p
         assert dl.value.suggested_filename == "specviz-hostile-trace-timeline.png"
         png = Path(dl.value.path()).read_bytes()
         assert png.startswith(exports.PNG_MAGIC)
-        assert exports.png_size(png) == (exports.PNG_WIDTH * exports.PNG_SCALE, 300 * exports.PNG_SCALE)
+        assert png_size(png) == (exports.PNG_WIDTH * exports.PNG_SCALE, 300 * exports.PNG_SCALE)
         (ARTIFACTS / "replay-timeline-export.png").write_bytes(png)
         expect(page.locator('[data-testid="stDownloadButtonError"]')).to_have_count(0)
         _nothing_ran(page)

@@ -27,7 +27,7 @@ def test_off_by_default_with_the_engines_limits():
     s = from_env({})
     assert s == ServerSettings()
     assert not s.on and s.max_new_tokens == MAX_NEW_TOKENS and s.max_prompt_chars is None
-    assert s.upload_mb is None and s.upload_bytes is None and s.pairs == PAIRS and not s.problems
+    assert s.upload_mb is None and s.pairs == PAIRS and not s.problems
 
 
 @pytest.mark.parametrize("word", ["1", "true", "TRUE", "yes", "on", " On "])
@@ -50,7 +50,7 @@ def test_a_typo_fails_safe_server_mode_on_and_said():
 def test_server_mode_defaults():
     s = from_env(ON)
     assert s.on and s.max_new_tokens == 256 and s.max_prompt_chars == 4000 and s.upload_mb == 5
-    assert s.upload_bytes == 5 * 2**20 and s.pairs == ("default", "tiny") and not s.problems
+    assert s.upload_mb == 5 and s.pairs == ("default", "tiny") and not s.problems
 
 
 def test_the_caps_are_configurable():
@@ -90,9 +90,9 @@ def test_the_pairs_setting_counts_only_in_server_mode():
 
 
 def test_upload_limits(monkeypatch):
-    assert server_mode.upload_limit_mb({}) is None and server_mode.upload_limit_bytes({}) is None
+    assert server_mode.upload_limit_mb({}) is None
     assert server_mode.upload_limit_mb(ON) == 5
-    assert server_mode.upload_limit_bytes({**ON, "SPECVIZ_MAX_UPLOAD_MB": "3"}) == 3 * 2**20
+    assert server_mode.upload_limit_mb({**ON, "SPECVIZ_MAX_UPLOAD_MB": "3"}) == 3
     monkeypatch.setenv("SPECVIZ_SERVER_MODE", "on")
     monkeypatch.setenv("SPECVIZ_MAX_UPLOAD_MB", "7")
     assert server_mode.upload_limit_mb() == 7 and server_mode.current().upload_mb == 7

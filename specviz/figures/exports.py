@@ -15,7 +15,6 @@ from __future__ import annotations
 import html
 import os
 import shutil
-import struct
 
 import plotly.graph_objects as go
 
@@ -125,10 +124,3 @@ def figure_png(fig: go.Figure, width: int = PNG_WIDTH, height: int | None = None
     if not isinstance(data, bytes) or not data.startswith(PNG_MAGIC):
         raise ExportError("PNG export failed: the browser returned no PNG image.")
     return data
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    """A PNG's width and height in pixels, from its header."""
-    if not data.startswith(PNG_MAGIC) or data[12:16] != b"IHDR":
-        raise ValueError("not a PNG image")
-    return struct.unpack(">II", data[16:24])

@@ -23,8 +23,7 @@ reads ``os.environ``. A value that cannot be read falls back to the mode's defau
 is reported in ``ServerSettings.problems`` (the sidebar shows them). ``check_config``
 refuses what the caps forbid, as a ``BadInput`` naming its field, the way
 ``validate.check_settings`` does; the Live page runs it beside that check.
-Other pages call ``upload_limit_mb()`` for ``st.file_uploader(max_upload_size=...)`` and
-``upload_limit_bytes()`` where they read an upload.
+Other pages call ``upload_limit_mb()`` for ``st.file_uploader(max_upload_size=...)``.
 """
 
 from __future__ import annotations
@@ -72,10 +71,6 @@ class ServerSettings:
     upload_mb: int | None = None  # None: Streamlit's server.maxUploadSize
     pairs: tuple[str, ...] = PAIRS  # the named pairs the app may offer
     problems: tuple[str, ...] = ()  # environment values that could not be read, in English
-
-    @property
-    def upload_bytes(self) -> int | None:
-        return None if self.upload_mb is None else self.upload_mb * 2**20
 
 
 def _whole(env: Mapping[str, str], name: str, default: int | None, low: int, high: int,
@@ -126,11 +121,6 @@ def upload_limit_mb(env: Mapping[str, str] | None = None) -> int | None:
     """For ``st.file_uploader(max_upload_size=...)``: the largest upload in MB, or None for
     Streamlit's own ``server.maxUploadSize``."""
     return from_env(os.environ if env is None else env).upload_mb
-
-
-def upload_limit_bytes(env: Mapping[str, str] | None = None) -> int | None:
-    """The largest upload in bytes (None: Streamlit's limit), for a check where it is read."""
-    return from_env(os.environ if env is None else env).upload_bytes
 
 
 def check_config(config: RunConfig, settings: ServerSettings) -> None:
