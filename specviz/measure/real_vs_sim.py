@@ -5,9 +5,8 @@ prompt: the code behind ``specviz overlap`` and the Parallel page's "for real" s
    reproduce (``identical``), and the costs of its passes. It runs with one intra-op thread
    (``SERIAL_THREADS``), as each lane of the real run does, so that the simulation is timed
    with passes of the same kind and the gap shows what running the two at once costs (the
-   shared memory bandwidth and caches, the scheduler), not the second core one pass loses.
-   On a busy machine a pass spread over two threads also waits for the slower one: a serial
-   run at two threads took 89 s where the pinned PEARL run took 19 s (load average 5).
+   shared memory bandwidth and caches, the scheduler), not the second core one pass loses
+   (docs/design.md, "Run for real: one thread a lane").
 2. The passes the simulation needs and the serial run did not time (SSD's batched branch
    passes, its glue pass over a block, a verify of another length), measured now beside a
    pass the run did time (``specviz.measure.branch_costs.measure_ratios``) and scaled to it

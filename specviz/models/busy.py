@@ -55,14 +55,8 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
 # Other processes' share of the cores, in cores, from which a run is marked as timed on a busy
-# machine. What Chromium showing the Live page at 1280x720 during a full-speed Run costs over the
-# engine's timed spans (bench/busy_threshold.py, 2-core EPYC VM, nothing else running):
-#   tiny pair (runs of ~1 s, the page redrawing all the time), 5 runs: Chromium 0.65-0.90 cores,
-#     all other processes 0.76-0.96 (median 0.86), none marked (the counters' resolution margin);
-#   default pair (bf16, 34 s of timed work), quiet: 0.24 cores (0.17-0.18 with other work beside it).
-# So the mark sits at 0.9: above the browser on the real pair by a wide margin and at the tiny
-# pair's edge; below the 1+ cores of two busy programs. One CPU-bound program beside a run that
-# uses both of two cores (~0.67 of a core) is not caught.
+# machine: above what Chromium showing the Live page costs, below two busy programs
+# (bench/busy_threshold.py; its numbers in docs/design.md, "A busy machine").
 BUSY_CORES = 0.9
 
 # The app's own page work's share of the cores from which a run is marked. Every core the page's
