@@ -364,7 +364,7 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
     from specviz.engine.decode import speculative
     from specviz.measure import branch_costs
     from specviz.measure import forward_costs as C
-    from specviz.replay import what_if as parallel
+    from specviz.replay import what_if
 
     if config.temperature > 0:
         raise BadInput("schedules replays greedy runs only: use --temperature 0", "temperature")
@@ -378,8 +378,8 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
         finally:
             if bar is not None:
                 bar.close()
-    model = parallel.costs_for(trace, measured)
-    settings = parallel.settings_for(trace, fanout=args.fanout, fanout_mode=args.fanout_mode)
+    model = what_if.costs_for(trace, measured)
+    settings = what_if.settings_for(trace, fanout=args.fanout, fanout_mode=args.fanout_mode)
     model, filled, unknown = _fill_missing(pair, trace, settings, model, measured is not None)
     if filled:
         print(style.dim(f"measured just now, each beside the run's own pass it is scaled to: {filled} "
@@ -387,10 +387,10 @@ def _schedules(pair, config: RunConfig, style: Style, args: argparse.Namespace) 
     if unknown:
         print(style.dim("a remote target's passes cannot be timed here, and the run did not make "
                         f"{', '.join(f'{m} ×{b} over {k}' for m, b, k in sorted(unknown))}: ×alone is not shown"))
-    results = parallel.replay(trace, model, settings)
-    check = parallel.check_serial(trace, model)
+    results = what_if.replay(trace, model, settings)
+    check = what_if.check_serial(trace, model)
     # the target alone: from its one-token pass, never from the run's shortest verify standing in
-    alone = None if ("target", 1, 1) in unknown else parallel.target_alone_ms(model, len(trace.output_ids))
+    alone = None if ("target", 1, 1) in unknown else what_if.target_alone_ms(model, len(trace.output_ids))
     serial_ms = results["serial"].wall_ms
     rows_out = {}
     print(f"\n{'schedule':<8} {'tok/s':>7} {'rounds':>6} {'×alone':>7} {'×serial':>7} {'draft idle':>10} "
@@ -551,7 +551,7 @@ def format_sweep(result) -> str:
 def _sweep(args: argparse.Namespace, style: Style) -> int:
     """``specviz sweep`` (specviz.measure.sweep): the estimate, one line per run, a table, the JSON.
     Ctrl-C keeps what was measured: the table and the JSON of the runs so far, exit 130."""
-    from specviz.measure import sweep as S
+    from specviz.measure import sweep
     from specviz.record.validate import check, check_remote, check_settings
 
     latest: list = []
@@ -560,20 +560,20 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
         if args.tree_shape:
             raise BadInput("sweep varies γ, which is a dynamic tree's depth (--tree N); a static --tree-shape has "
                            "no depth to vary: run generate or compare with it instead", "tree_shape")
-        gammas = S.parse_gammas(args.gammas)
-        prompts = S.check_prompts(args.prompt)
-        repeats = S.check_repeats(args.repeats)
-        S.check_max_new_tokens(args.max_new_tokens, gammas)
+        gammas = sweep.parse_gammas(args.gammas)
+        prompts = sweep.check_prompts(args.prompt)
+        repeats = sweep.check_repeats(args.repeats)
+        sweep.check_max_new_tokens(args.max_new_tokens, gammas)
         base = _config(argparse.Namespace(**{**vars(args), "prompt": prompts[0], "gamma": gammas[-1]}))
         check_settings(base)  # fail on bad settings before a minute of model loading
         if args.target_url is not None:
             check_remote(base)
         pair = _load(args, style)
         for prompt in prompts:  # a prompt too long for the pair fails here, before the probe
-            check(pair, S.run_config(base, prompt, gammas[-1], args.max_new_tokens))
-        costs = S.probe_costs(pair, prompts[0], base)
-        seconds = S.estimate_seconds(costs, prompts, gammas, repeats, args.max_new_tokens, base)
-        total = len(S.schedule(prompts, gammas, repeats))
+            check(pair, sweep.run_config(base, prompt, gammas[-1], args.max_new_tokens))
+        costs = sweep.probe_costs(pair, prompts[0], base)
+        seconds = sweep.estimate_seconds(costs, prompts, gammas, repeats, args.max_new_tokens, base)
+        total = len(sweep.schedule(prompts, gammas, repeats))
         print(f"{total} runs ({len(prompts)} prompt(s) × ({len(gammas)} γ + the target alone) × {repeats}): "
               f"about {metrics.fmt_ms(seconds * 1000)}, estimated from a short probe run", file=sys.stderr)
         progress, bar = _progress_printer() if not args.quiet else (None, None)
@@ -582,12 +582,12 @@ def _sweep(args: argparse.Namespace, style: Style) -> int:
             latest[:] = [partial]
             if progress is not None:
                 c = partial.cells[-1]
-                what = "target alone" if c.gamma == S.AR else f"γ={c.gamma}"
+                what = "target alone" if c.gamma == sweep.AR else f"γ={c.gamma}"
                 progress(f"[{done}/{total}] {_short(c.prompt, 20)} {what} (repeat {c.repeat + 1}): "
                          f"{c.tokens_per_second:.1f} tok/s", done / total)
 
         try:
-            result = S.sweep(pair, prompts, gammas, repeats, args.max_new_tokens, base, progress=tell)
+            result = sweep.sweep(pair, prompts, gammas, repeats, args.max_new_tokens, base, progress=tell)
         finally:
             if bar is not None:
                 bar.close()

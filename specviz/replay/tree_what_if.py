@@ -48,7 +48,7 @@ from specviz.record.i18n import N_, Translator
 from specviz.record.limits import MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_WIDTH, tree_size
 from specviz.record.run_trace import Trace
 from specviz.replay import schedules
-from specviz.replay import what_if as parallel
+from specviz.replay import what_if
 from specviz.replay.latency import LatencyModel
 
 # Shapes worth trying on a run, besides the run's own chain: narrow trees that spend the verify
@@ -252,9 +252,9 @@ def tree_what_if(trace: Trace, shape: Sequence[int], costs: LatencyModel) -> Tre
     """``trace`` (a greedy model-drafter run with its draft ranks) replayed under the static tree
     ``shape``, timed by ``costs`` (``specviz.ui.sources.schedule_costs``, or
     ``specviz.replay.latency.from_trace``); BadInput when the run cannot be replayed."""
-    if (why := parallel.why_not_replayable(trace)) is not None:
-        raise BadInput(f"this run cannot be replayed as a tree: {parallel.NOT_REPLAYABLE[why]}", "trace")
-    return replay_tree(parallel.replay_input(trace), shape, costs, trace.config.max_new_tokens, trace.eos_ids)
+    if (why := what_if.why_not_replayable(trace)) is not None:
+        raise BadInput(f"this run cannot be replayed as a tree: {what_if.NOT_REPLAYABLE[why]}", "trace")
+    return replay_tree(what_if.replay_input(trace), shape, costs, trace.config.max_new_tokens, trace.eos_ids)
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def best_shapes(trace: Trace, costs: LatencyModel,
     return sorted(results, key=lambda r: (r.wall_ms, r.nodes))
 
 
-def check_static_tree(trace: Trace, costs: LatencyModel) -> parallel.SerialCheck:
+def check_static_tree(trace: Trace, costs: LatencyModel) -> what_if.SerialCheck:
     """A real run with a static tree (``RunConfig.tree_shape``; a chain run counts as the tree
     [1] * γ) against its what-if under the same shape, round by round: the same accepted and
     emitted counts (``rounds_match``) and the wall time (``wall_error``). For the engine's tests:
@@ -304,7 +304,7 @@ def check_static_tree(trace: Trace, costs: LatencyModel) -> parallel.SerialCheck
     sim = tree_what_if(trace, shape, costs)
     real = [(r.accepted, len(r.emitted)) for r in trace.rounds]
     replayed = [(r.accepted, r.emitted) for r in sim.rounds]
-    return parallel.SerialCheck(len(trace.rounds), len(sim.rounds), real == replayed, trace.wall_ms, sim.wall_ms)
+    return what_if.SerialCheck(len(trace.rounds), len(sim.rounds), real == replayed, trace.wall_ms, sim.wall_ms)
 
 
 def with_curve(costs: LatencyModel, curve: LatencyModel) -> LatencyModel:

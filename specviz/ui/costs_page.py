@@ -17,9 +17,9 @@ import streamlit as st
 
 from specviz.analysis import theory
 from specviz.analysis.metrics import fmt_ms
-from specviz.figures import theory as FT
+from specviz.figures import theory as theory_fig
 from specviz.measure import forward_costs as C
-from specviz.measure import sweep as S
+from specviz.measure import sweep
 from specviz.models.pair import ModelPair
 from specviz.record.contention import Contention, describe
 from specviz.record.errors import BadInput
@@ -148,18 +148,20 @@ def compute_bound_text(curve: LatencyModel | None, dtype: str, tr: Translator = 
 # --- measuring and drawing ------------------------------------------------------------------------
 
 def estimate(state: CostsState) -> tuple[float, str]:
-    """Seconds a measurement will take here (``S.measure_seconds``), and where the pass times come
+    """Seconds a measurement will take here (``sweep.measure_seconds``), and where the pass times come
     from: the curve measured last (exact per point), else the short probe run Tune makes (once
     per pair in a session, shared with Tune)."""
     pair = state.pair
     if state.found:
-        return S.measure_seconds(state.found[0], state.grid, state.repeats, state.ctx), _("from the last measurement")
+        return (sweep.measure_seconds(state.found[0], state.grid, state.repeats, state.ctx),
+                _("from the last measurement"))
     probes = st.session_state.setdefault("sweep_costs", {})
     key = (pair.draft_name, pair.target_name, state.device, pair.dtype)
     if key not in probes:
         with st.spinner(_("Timing a short probe run to estimate how long measuring takes…")):
-            probes[key] = S.probe_costs(pair, EXAMPLES[next(iter(EXAMPLES))], lock=ENGINE_LOCK)
-    return S.measure_seconds(probes[key], state.grid, state.repeats, state.ctx), _("estimated from a short probe run")
+            probes[key] = sweep.probe_costs(pair, EXAMPLES[next(iter(EXAMPLES))], lock=ENGINE_LOCK)
+    return (sweep.measure_seconds(probes[key], state.grid, state.repeats, state.ctx),
+            _("estimated from a short probe run"))
 
 
 def how_long_text(state: CostsState) -> str:
@@ -218,7 +220,7 @@ def render_measure(state: CostsState) -> None:
                   "read it from then on.").format(device=state.device, dtype=state.pair.dtype), icon=":material/info:")
         return
     rows, meta = state.found
-    st.plotly_chart(FT.cost_curve_figure(rows, tr=_), key="costs_fig", config={"displayModeBar": False})
+    st.plotly_chart(theory_fig.cost_curve_figure(rows, tr=_), key="costs_fig", config={"displayModeBar": False})
     head_note.caption(measured_note(meta, state.device, state.pair.dtype, state.ctx) + " " + how_long)
     render_feeds(state.curve, state.alpha)
 

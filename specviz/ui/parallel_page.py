@@ -1,4 +1,4 @@
-"""The Parallel page (pages/parallel.py): the user's own greedy run, replayed under the
+"""The Parallel page (pages/what_if.py): the user's own greedy run, replayed under the
 serial, PEARL and SSD schedules.
 
 A run times only the passes it made. What a replay needs beyond them (SSD's batched
@@ -26,7 +26,7 @@ from specviz.record.errors import BadInput
 from specviz.record.i18n import N_, Translator
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
-from specviz.replay import what_if as parallel
+from specviz.replay import what_if
 from specviz.ui import chrome
 from specviz.ui.chrome import FEATURED_TRACE
 from specviz.ui.controller import ENGINE_LOCK
@@ -38,7 +38,7 @@ from specviz.ui.sources import MATCHED, load_source, recorded_baseline, replay_s
 KEY = "parallel_page"  # the one session_state key of the page's own state
 POLL_S = 0.5  # how often the page looks whether a background measurement has finished
 MAX_GAMMA = 16  # the γ slider's end
-NOT_REPLAYABLE = {  # parallel.why_not_replayable's reasons, shown as tr(reason)
+NOT_REPLAYABLE = {  # what_if.why_not_replayable's reasons, shown as tr(reason)
     "autoregressive": N_("it is a target-alone run."),
     "sampling": N_("it is a sampling run. At temperature above 0 each schedule would draw different random "
                    "numbers, so the same run cannot be replayed token for token: these schedules are shown "
@@ -107,8 +107,8 @@ def alone_rate(alone_run: Trace | None, waiting: set, costs: Any, n: int) -> flo
     (None while the costs still miss the target's one-token pass)."""
     if alone_run is not None:
         return alone_run.summary["tokens_per_second"]
-    if parallel.ALONE not in waiting:
-        return n / parallel.target_alone_ms(costs, n) * 1000
+    if what_if.ALONE not in waiting:
+        return n / what_if.target_alone_ms(costs, n) * 1000
     return None
 
 
@@ -207,7 +207,7 @@ def render_choice() -> Trace | None:
         st.info(problem or _("Run a greedy speculative run on the Live page, or pick a recorded run in the "
                              "sidebar."), icon=":material/info:")
         return None
-    if (why := parallel.why_not_replayable(trace)) is not None:
+    if (why := what_if.why_not_replayable(trace)) is not None:
         st.warning(_("This run cannot be replayed under other schedules: ") + _(NOT_REPLAYABLE[why]),
                    icon=":material/info:")
         return None

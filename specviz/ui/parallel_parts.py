@@ -12,7 +12,7 @@ from specviz import figures as F
 from specviz.analysis.metrics import fmt_ms, fmt_pct
 from specviz.measure.pearl_real import pearl_run
 from specviz.record.errors import SpecvizError
-from specviz.replay import what_if as parallel
+from specviz.replay import what_if
 from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
 from specviz.ui.parallel_page import ParallelState, real_key
@@ -63,7 +63,7 @@ def render_schedules(r: Replay) -> None:
 
 def render_check(r: Replay) -> None:
     """What "vs target alone" divides by, and the serial replay checked against the real run."""
-    check = parallel.check_serial(r.trace, r.costs)
+    check = what_if.check_serial(r.trace, r.costs)
     n, alone_run, alone_tps, costs = r.n, r.alone_run, r.alone_tps, r.costs
     if alone_run is not None:
         st.caption(_("“vs target alone” divides by {which}: {rate:.2f} tokens/s ({tokens} tokens in {time}). That "
@@ -174,7 +174,7 @@ def render_changes(r: Replay) -> None:
     if "serial" in r.waiting:
         return
     costs, gamma = r.costs, r.settings.gamma
-    gain = parallel.overlap_bound(costs, gamma)
+    gain = what_if.overlap_bound(costs, gamma)
     block, verify = gamma * costs.draft(1), costs.network_ms + costs.verify(gamma + 1)
     st.markdown(_(
         "**Why the gain differs here.** The papers give the draft its own GPU, and their targets are large "

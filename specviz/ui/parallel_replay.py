@@ -15,7 +15,7 @@ from specviz.models.pair import ModelPair
 from specviz.record.errors import BadInput
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
-from specviz.replay import what_if as parallel
+from specviz.replay import what_if
 from specviz.replay.latency import with_rtt
 from specviz.replay.schedules import FANOUT_MODES
 from specviz.ui.chrome import keep_choices
@@ -137,13 +137,13 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
             costs, costs_note, measured = got
     render_settings(trace, remote=bool(cfg.target_url))
 
-    settings = parallel.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
+    settings = what_if.settings_for(trace, gamma=ss["parallel_gamma"], policy=ss["parallel_policy"],
                                      fanout=ss["parallel_fanout"], fanout_mode=ss["parallel_fanmode"])
     alone_run, race_speedup, alone_what = race_of(trace)
-    missing = parallel.missing_passes(trace, settings, measured, alone_run)
+    missing = what_if.missing_passes(trace, settings, measured, alone_run)
     if not measured:
-        costs = parallel.with_alone(costs, trace, alone_run)
-    refs = parallel.references(trace)
+        costs = what_if.with_alone(costs, trace, alone_run)
+    refs = what_if.references(trace)
     quick = (quick_costs(pair, id(pair), cfg.draft_quant, cfg.draft_vocab, ctx, tuple(sorted(refs.values())))
              if branch_costs.same_draft(pair, cfg) else None)
 
@@ -153,7 +153,7 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
         return quick is not None and (point[0] == "draft" or same and pair.target is not None)
 
     if quick is not None:
-        costs = parallel.fill_in(costs, trace, quick.ratios)
+        costs = what_if.fill_in(costs, trace, quick.ratios)
         filled = {p for points in missing.values() for p in points if p in quick.ratios}
         missing = {name: quick.missing(points) for name, points in missing.items()}
         if filled:
@@ -167,7 +167,7 @@ def prepare(state: ParallelState, trace: Trace) -> Replay:
     measuring = {name for name, points in missing.items() if points and points <= to_measure and quick.error is None}
     waiting = {name for name, points in missing.items() if points}
     rtt = float(ss.get("parallel_rtt") or 0) if cfg.target_url else 0.0
-    results = parallel.replay(trace, with_rtt(costs, rtt), settings)
+    results = what_if.replay(trace, with_rtt(costs, rtt), settings)
     return Replay(trace=trace, pair=pair, same=same, costs=costs, costs_note=costs_note, measured=measured,
                   settings=settings, alone_run=alone_run, race_speedup=race_speedup, alone_what=alone_what,
                   quick=quick, needed=needed, to_measure=to_measure, measuring=measuring, waiting=waiting,
@@ -182,7 +182,7 @@ def round_trip_sweep(r: Replay, step_ms: int = 100) -> tuple[list[float], dict[s
     names = [n for n in ("pearl", "ssd") if n not in r.waiting]
     ys: dict[str, list[float]] = {n: [] for n in names}
     for x in xs:
-        res = parallel.replay(r.trace, with_rtt(r.costs, x), r.settings)
+        res = what_if.replay(r.trace, with_rtt(r.costs, x), r.settings)
         for n in names:
             ys[n].append(res["serial"].wall_ms / res[n].wall_ms)
     return xs, ys

@@ -15,7 +15,7 @@ from specviz.measure import forward_costs as C
 from specviz.record.errors import BadInput
 from specviz.record.run_trace import Trace
 from specviz.replay import latency
-from specviz.replay import what_if as parallel
+from specviz.replay import what_if
 from specviz.ui.chrome import recorded_traces
 from specviz.ui.lang import _
 from specviz.ui.replay import load_trace_file
@@ -94,13 +94,13 @@ def schedule_costs(trace: Trace) -> tuple[latency.LatencyModel, str, bool]:
     cfg = trace.config
     ctx = branch_costs.replay_context(trace)
     found = C.cached(cfg.draft, cfg.target, cfg.device, cfg.dtype, context_length=ctx)
-    model = parallel.costs_for(trace, found)
+    model = what_if.costs_for(trace, found)
     if found is None:
         return model, _("Costs read off the run itself: its mean pass of each kind."), False
     note = _("Forward-pass costs measured on this machine on {when} ({device}, {dtype}, a context of {ctx} "
              "tokens, the run's mean); prefills and bookkeeping from the run.").format(
         when=found[1].get("measured_at", "?"), device=cfg.device, dtype=cfg.dtype, ctx=ctx)
-    if parallel.own_draft(trace):
+    if what_if.own_draft(trace):
         note += " " + _("The draft's passes are the run's own: its draft (a cut head or int8 weights) is not "
                         "the one measured.")
     return model, note, True

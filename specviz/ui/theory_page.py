@@ -15,7 +15,7 @@ import streamlit as st
 
 from specviz.analysis import theory
 from specviz.analysis.metrics import varying_gamma_note
-from specviz.figures import theory as FT
+from specviz.figures import theory as theory_fig
 from specviz.record.i18n import N_, Translator
 from specviz.record.limits import MAX_GAMMA
 from specviz.record.run_trace import Trace
@@ -36,7 +36,7 @@ class TheoryState:
     alpha: float
     c: float
     gamma: int
-    run: FT.RunPoint | None = None
+    run: theory_fig.RunPoint | None = None
     trace: Trace | None = None
     curve: LatencyModel | None = None
     pair_loaded: bool = False
@@ -59,16 +59,16 @@ class TheoryState:
         return max(SHOWN_GAMMA, self.best)
 
 
-def last_run() -> tuple[Trace | None, FT.RunPoint | None]:
+def last_run() -> tuple[Trace | None, theory_fig.RunPoint | None]:
     """The user's last Live run (this session's), and its point on the curves."""
     live = st.session_state.get("live")
     trace = live.trace if live is not None else None
     race = live.race if live is not None else None
     measured = race.comparison.speedup if race is not None and race.comparison is not None else None
-    return trace, FT.run_point(trace, measured)
+    return trace, theory_fig.run_point(trace, measured)
 
 
-def sliders_for(run: FT.RunPoint) -> dict[str, float | int]:
+def sliders_for(run: theory_fig.RunPoint) -> dict[str, float | int]:
     """The sliders' values for a run's α, c and γ, clamped to their ranges."""
     return {"theory_alpha": round(min(max(run.alpha, 0.0), 0.99), 2),
             "theory_c": round(min(max(run.c, 0.0), 1.0), 2),
@@ -82,7 +82,7 @@ def use_run() -> None:
         st.session_state.update(sliders_for(run))
 
 
-def sidebar(run: FT.RunPoint | None) -> None:
+def sidebar(run: theory_fig.RunPoint | None) -> None:
     """The sliders (seeded once per session), and the button that sets them to the run."""
     ss = st.session_state
     for key, value in DEFAULTS.items():
@@ -156,7 +156,7 @@ def curve_caption(state: TheoryState, tr: Translator = _) -> str:
               "once the Cost curve page (or `specviz cost-curve`) has measured one."))
 
 
-def run_text(run: FT.RunPoint, policy: str, tr: Translator = _) -> str:
+def run_text(run: theory_fig.RunPoint, policy: str, tr: Translator = _) -> str:
     """The last Live run in words: its γ, tokens per round, inferred α, c, the formula's
     prediction and, when raced, its measured speedup."""
     said = tr(N_("**Your last Live run** (★ on the figures): γ = {gamma}, {tokens:.2f} tokens per round, so "
@@ -206,13 +206,13 @@ def render_figures(state: TheoryState) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("#### " + _("Tokens per round"))
-        st.plotly_chart(FT.tokens_per_round_figure(alpha, gamma, state.top, run, tr=_), key="theory_tokens",
+        st.plotly_chart(theory_fig.tokens_per_round_figure(alpha, gamma, state.top, run, tr=_), key="theory_tokens",
                         config={"displayModeBar": False})
         st.caption(_("A round emits the accepted prefix plus one token of the target's own, so at least 1 and at "
                      "most γ + 1. Longer drafts add less and less: the curve flattens towards 1 / (1 − α)."))
     with right:
         st.markdown("#### " + _("Speedup"))
-        st.plotly_chart(FT.speedup_figure(alpha, c, gamma, state.top, verify, run, tr=_), key="theory_speedup",
+        st.plotly_chart(theory_fig.speedup_figure(alpha, c, gamma, state.top, verify, run, tr=_), key="theory_speedup",
                         config={"displayModeBar": False})
         st.caption(_("Each draft token costs c of a target step whether it is accepted or not, so past the best γ "
                      "the speedup falls again. Below the dotted line speculative decoding is slower than the "
@@ -221,8 +221,8 @@ def render_figures(state: TheoryState) -> None:
     left, right = st.columns([3, 2])
     with left:
         st.markdown("#### " + _("Where speculative decoding loses"))
-        boundary = FT.refined_boundary(verify, max_gamma=MAX_GAMMA) if verify is not None else None
-        st.plotly_chart(FT.loss_region_figure(alpha, c, run, boundary, tr=_), key="theory_region",
+        boundary = theory_fig.refined_boundary(verify, max_gamma=MAX_GAMMA) if verify is not None else None
+        st.plotly_chart(theory_fig.loss_region_figure(alpha, c, run, boundary, tr=_), key="theory_region",
                         config={"displayModeBar": False})
     with right:
         render_formulas(boundary is not None)

@@ -21,7 +21,7 @@ from specviz.record.i18n import N_, Translator
 from specviz.record.run_trace import Trace
 from specviz.replay import latency
 from specviz.replay import tree_what_if as T
-from specviz.replay import what_if as parallel
+from specviz.replay import what_if
 from specviz.ui.lang import _
 from specviz.ui.sources import schedule_costs
 
@@ -94,7 +94,7 @@ def _pick_preset() -> None:
 def render_tree_what_if(trace: Trace) -> None:
     """The section: the shape chooser, the figure, the numbers, and what they rest on."""
     st.markdown("#### " + _("What if the draft had proposed a token tree?"))
-    if (why := parallel.why_not_replayable(trace)) is not None:
+    if (why := what_if.why_not_replayable(trace)) is not None:
         st.info(_("This run cannot be replayed as a tree: {why}. Pick a greedy speculative run.").format(
             why=_(WHY_NOT[why])), icon=":material/account_tree:")
         return

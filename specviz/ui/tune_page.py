@@ -21,7 +21,7 @@ import streamlit as st
 
 from specviz.analysis.metrics import fmt_ms
 from specviz.figures.sweep import prompt_label
-from specviz.measure import sweep as S
+from specviz.measure import sweep
 from specviz.models.pair import ModelPair
 from specviz.record.i18n import N_, Translator
 from specviz.record.run_config import RunConfig
@@ -94,8 +94,8 @@ def sweep_settings(examples: list[str], custom: str, gamma_range: tuple[int, int
 
 def too_few_tokens(settings: dict) -> tuple[int, bool]:
     """(the least max new tokens the γ range needs, whether the settings have fewer): nothing
-    to measure at the longest γ (``S.check_max_new_tokens``)."""
-    least = S.least_new_tokens(settings["gammas"])
+    to measure at the longest γ (``sweep.check_max_new_tokens``)."""
+    least = sweep.least_new_tokens(settings["gammas"])
     return least, settings["max_new_tokens"] < least
 
 
@@ -153,7 +153,7 @@ def result_status(result: Any, names: dict, tr: Translator = N_) -> tuple[str, s
 def progress_text(done: int, total: int, cell: Any, labels: dict, seconds_left: float | None,
                   tr: Translator = N_) -> str:
     """The progress bar's text: which run of how many, and (once one is measured) the time left."""
-    what = tr(N_("the target alone")) if cell.gamma == S.AR else f"γ = {cell.gamma}"
+    what = tr(N_("the target alone")) if cell.gamma == sweep.AR else f"γ = {cell.gamma}"
     left = ""
     if seconds_left is not None:
         left = " · " + tr(N_("about {time} left")).format(time=fmt_ms(seconds_left * 1000, tr))

@@ -13,7 +13,7 @@ import streamlit as st
 
 from specviz.analysis.metrics import fmt_ms
 from specviz.figures.sweep import acceptance_vs_gamma_figure, prompt_label, sweep_figure
-from specviz.measure import sweep as S
+from specviz.measure import sweep
 from specviz.models.pair import ModelPair
 from specviz.record.contention import describe
 from specviz.record.errors import SpecvizError
@@ -64,7 +64,7 @@ def render_sidebar() -> dict:
         st.text_area(_("Your own prompt"), key="sweep_custom", height=80,
                      placeholder=_("Optional: a prompt of your own, swept as well"))
         st.slider(_("γ range"), 1, MAX_GAMMA, value=(1, 10), key="sweep_gamma_range")
-        st.number_input(_("Repeats per point"), 1, S.MAX_REPEATS, value=3, key="sweep_repeats",
+        st.number_input(_("Repeats per point"), 1, sweep.MAX_REPEATS, value=3, key="sweep_repeats",
                         help=_("Each point is the median of this many runs, the spread shown as error bars. The "
                                "runs of the different γ are interleaved, so a slow moment of the machine does not "
                                "land on one γ."))
@@ -105,7 +105,7 @@ def probe(state: TuneState, pair: ModelPair, prompt: str):
     key = (pair.draft_name, pair.target_name, str(pair.device), pair.dtype)
     if key not in state.costs:
         with st.spinner(_("Timing a short probe run to estimate how long a sweep takes…")):
-            state.costs[key] = S.probe_costs(pair, prompt, BASE, lock=ENGINE_LOCK)
+            state.costs[key] = sweep.probe_costs(pair, prompt, BASE, lock=ENGINE_LOCK)
     return state.costs[key]
 
 
@@ -118,9 +118,9 @@ def render_plan(state: TuneState, pair: ModelPair, settings: dict, slots: Slots)
     if state.active:
         return
     try:
-        todo = S.pending(*sweep_args(pair, settings), done=state.done)
-        total = len(S.schedule(settings["prompts"], settings["gammas"], settings["repeats"]))
-        seconds = S.estimate_seconds(probe(state, pair, settings["prompts"][0]), settings["prompts"],
+        todo = sweep.pending(*sweep_args(pair, settings), done=state.done)
+        total = len(sweep.schedule(settings["prompts"], settings["gammas"], settings["repeats"]))
+        seconds = sweep.estimate_seconds(probe(state, pair, settings["prompts"][0]), settings["prompts"],
                                      settings["gammas"], settings["repeats"], settings["max_new_tokens"], BASE,
                                      cells=todo) if todo else 0.0
         slots.plan.markdown(plan_text(settings, total, len(todo), seconds, _))
@@ -147,7 +147,7 @@ COLUMNS = {  # row key -> (header, shown as _(header), the format of a measured 
 }
 
 
-def table(result: S.SweepResult, names: dict):
+def table(result: sweep.SweepResult, names: dict):
     """The rows as the page shows them: each value formatted, a dash where nothing was measured
     (a pandas Styler: the numbers stay numbers, so a column still sorts by value)."""
     rows = [{**r, "label": prompt_label(r["prompt"], names)} for r in result.rows]
@@ -159,7 +159,7 @@ def column_config() -> dict:
     return {key: st.column_config.Column(_(header)) for key, (header, _fmt) in COLUMNS.items()}
 
 
-def draw(result: S.SweepResult, names: dict, slots: Slots, tag: str = "") -> None:
+def draw(result: sweep.SweepResult, names: dict, slots: Slots, tag: str = "") -> None:
     """The figures and the table, into their placeholders (``tag`` keeps keys unique when a
     running sweep redraws them within one script run)."""
     slots.figure.plotly_chart(sweep_figure(result, names, _), key=f"sweep_fig{tag}",
@@ -170,7 +170,7 @@ def draw(result: S.SweepResult, names: dict, slots: Slots, tag: str = "") -> Non
                           key=f"sweep_table{tag}")
 
 
-def explain(result: S.SweepResult, names: dict, slots: Slots) -> None:
+def explain(result: sweep.SweepResult, names: dict, slots: Slots) -> None:
     """Why the measured and predicted best γ may differ, with this machine's numbers."""
     with slots.notes:
         far = result.disagreements()
@@ -203,7 +203,7 @@ def render_run(state: TuneState, pair: ModelPair, slots: Slots) -> None:
     job = state.job
     drawn = {"at": 0.0, "n": 0, "t0": time.monotonic()}
 
-    def on_progress(done: int, total: int, partial: S.SweepResult) -> None:
+    def on_progress(done: int, total: int, partial: sweep.SweepResult) -> None:
         left = None
         if partial.measured:
             left = (time.monotonic() - drawn["t0"]) / partial.measured * (total - done)
@@ -217,7 +217,7 @@ def render_run(state: TuneState, pair: ModelPair, slots: Slots) -> None:
 
     slots.status.info(_("Measuring. Stop keeps what has been measured so far."), icon=":material/timer:")
     try:
-        S.sweep(*sweep_args(pair, job), progress=on_progress, stop=lambda: not state.running,
+        sweep.sweep(*sweep_args(pair, job), progress=on_progress, stop=lambda: not state.running,
                 done=state.done, lock=ENGINE_LOCK)
     except SpecvizError as exc:
         state.error = str(exc)
@@ -238,7 +238,7 @@ def render_result(state: TuneState, pair: ModelPair, settings: dict, slots: Slot
         return
     names = state.labels(settings["labels"])
     try:
-        result = S.collect(*sweep_args(pair, state.job), done=state.done)
+        result = sweep.collect(*sweep_args(pair, state.job), done=state.done)
     except SpecvizError as exc:
         slots.status.error(str(exc), icon=":material/error:")
         return
