@@ -20,6 +20,7 @@ state = ui.live_state()
 ui.init_controls()
 apply_draft_choice(pair)  # the draft this machine's measurement picked (once per session and pair)
 apply_link(pair)  # a share link's settings (once per session), before the widgets are drawn
+lowered = page.fit_gamma()  # γ within the shape's range (a tree is shallower than a chain may be long)
 # The button pressed (if any) is applied first, so the buttons below draw in the new state.
 cfg = ui.read_config()
 errors = ui.check_inputs(pair, cfg)
@@ -30,7 +31,7 @@ ui.keep_choices("speed", "draft_vocab")  # shown translated: keep their values w
 # --- widgets in (sidebar, toolbar), figures out (main) ------------------------------------------
 slots = page.sidebar(pair, server_mode.current(), tr)
 ui.sidebar_pair()
-slots |= page.toolbar(busy=state.playing is not None)
+slots |= page.toolbar(busy=state.playing is not None, lowered=lowered)
 page.show_errors(slots, errors, pair, cfg)
 
 view = ui.RunView()

@@ -55,11 +55,19 @@ def test_a_tree_with_a_cut_draft_head_is_refused_under_the_draft(app):
     assert app.session_state["live"].trace is None, "a refused setting starts no run"
 
 
-def test_a_tree_depth_past_the_engines_is_said_at_the_slider(app):
-    app.segmented_control(key="draft_shape").set_value("tree").run()
+def test_the_gamma_sliders_range_follows_the_shape(app):
+    """A chain drafts up to 32, a tree is at most 16 deep: a chain's γ 20 kept when the shape becomes
+    a tree is brought down to 16, and the page says so; a run then starts with no refusal."""
+    assert app.slider(key="gamma").max == 32
     app.slider(key="gamma").set_value(20).run()
-    assert any("tree depth must be a whole number from 1 to 16" in e.value.lower() for e in app.error), \
-        [e.value for e in app.error]
+    app.segmented_control(key="draft_shape").set_value("tree").run()
+    assert not app.exception, app.exception
+    assert app.slider(key="gamma").max == 16 and app.slider(key="gamma").value == 16
+    assert any("γ = 20 is deeper than a tree may be: set to 16" in c.value for c in app.caption), \
+        [c.value for c in app.caption]
+    assert not app.error, [e.value for e in app.error]
+    app.segmented_control(key="draft_shape").set_value("chain").run()
+    assert app.slider(key="gamma").max == 32 and app.slider(key="gamma").value == 16
 
 
 def test_a_share_link_carries_the_tree(monkeypatch):

@@ -12,7 +12,7 @@ import streamlit as st
 
 from specviz.models.pair import ModelPair
 from specviz.record.i18n import Translator
-from specviz.record.limits import MAX_GAMMA, MAX_TREE_NODES, MAX_TREE_WIDTH
+from specviz.record.limits import MAX_GAMMA, MAX_TREE_DEPTH, MAX_TREE_NODES, MAX_TREE_WIDTH
 from specviz.record.run_config import RunConfig
 from specviz.ui import links
 from specviz.ui.chrome import DRAFT_SHAPES, EXAMPLES, SHORTCUTS, SPEEDS
@@ -129,19 +129,42 @@ def draft_shape(tr: Translator) -> None:
                   help=_("Children per expanded node, and nodes expanded per depth. γ sets the depth."))
 
 
-def toolbar(busy: bool) -> Slots:
+def gamma_most(tree: bool) -> int:
+    """The γ slider's top: a chain's longest draft, or a tree's deepest (the shape sets the range)."""
+    return MAX_TREE_DEPTH if tree else MAX_GAMMA
+
+
+def is_tree() -> bool:
+    return st.session_state.get("draft_shape") == "tree"
+
+
+def fit_gamma() -> int | None:
+    """Bring a γ above the slider's top (a chain's γ kept when the shape became a tree, or a share
+    link's) down to it, before the settings are read; returns the γ it was, or None when it fit."""
+    most, gamma = gamma_most(is_tree()), st.session_state.get("gamma")
+    if isinstance(gamma, int) and gamma > most:
+        st.session_state["gamma"] = most
+        return gamma
+    return None
+
+
+def toolbar(busy: bool, lowered: int | None = None) -> Slots:
     """A share link's unusable values, then γ and the Run, Step, Autoplay and Stop buttons (Stop
-    only while a run plays); the error slots under them."""
+    only while a run plays); the error slots under them. ``lowered``: the γ ``fit_gamma`` brought
+    down to the slider's top in this script run, said under the slider."""
     link_problems()  # a share link's values that could not be used, and what the page uses instead
     bar = st.columns([2.3, 1, 1, 1.15, 1], vertical_alignment="bottom")
     with bar[0]:
-        tree = st.session_state.get("draft_shape") == "tree"
-        st.slider(_("γ · tree depth") if tree else _("γ · draft length"), 1, MAX_GAMMA, key="gamma",
+        tree = is_tree()
+        most = gamma_most(tree)
+        st.slider(_("γ · tree depth") if tree else _("γ · draft length"), 1, most, key="gamma",
                   format="γ = %d", persist_state="session",
                   help=_("γ is the depth of the tree: the draft passes per round; the target checks every node in "
                          "one pass.") if tree else
                   _("γ is the number of tokens the draft proposes per round; the target checks them all "
                     "in one pass."))
+        if lowered is not None:
+            st.caption(_("γ = {old} is deeper than a tree may be: set to {most}.").format(old=lowered, most=most))
     bar[1].button(_("Run"), key="run", type="primary", icon=":material/play_arrow:", width="stretch",
                   shortcut=SHORTCUTS["run"], on_click=set_cmd, args=("run",),
                   help=_("A fresh run at full speed; the page updates as rounds complete."))
