@@ -22,7 +22,13 @@ timings off as the pair's own:
   time over the timed spans slows it as another program would, unseen by the rule above (it is
   this process's own time). The UI layer names those threads (``count_app_threads``); the meter
   reads their CPU time from the kernel at the same samples, and marks the run from
-  ``APP_BUSY_CORES``. The CLI and the benches name none.
+  ``APP_BUSY_CORES``. The CLI and the benches name none;
+* the app's UI process, when the engine runs in a worker process of its own
+  (``specviz.worker``): the worker names the UI's process (``count_app_process``), whose CPU
+  time (every thread of it: serving the pages, running their scripts) then counts as the app's
+  page work, not as another program's:
+
+      other = busy - own - app,   app = the UI process's CPU time over the spans
 """
 
 from __future__ import annotations
@@ -70,6 +76,17 @@ APP_BUSY_CORES = 0.1
 _app_threads: Callable[[], Iterable[int]] | None = None
 
 
+# The process doing the app's page work when the engine runs in a worker (its pid); None: none.
+_app_process: int | None = None
+
+
+def count_app_process(pid: int | None) -> None:
+    """Name the process whose CPU time counts as the app's own page work (the UI process that
+    started this engine worker); None: none."""
+    global _app_process
+    _app_process = pid
+
+
 def count_app_threads(native_ids: Callable[[], Iterable[int]] | None) -> None:
     """Name the threads of this process whose CPU time counts as the app's own page work (a
     function, called at each sample, so threads that come and go are followed); None: none."""
@@ -90,6 +107,17 @@ def thread_seconds(native_ids: Iterable[int]) -> dict[int, float]:
             continue
         found[tid] = (int(fields[11]) + int(fields[12])) * TICK_S
     return found
+
+
+def process_seconds(pid: int) -> float:
+    """CPU time (user + system, seconds, all its threads) of process ``pid``, from
+    /proc/<pid>/stat; 0.0 for a process that has ended or a platform without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
 def app_seconds(start: dict[int, float], end: dict[int, float]) -> float:
@@ -149,6 +177,7 @@ class CpuSample:
     busy_s: float  # busy time of this process's CPUs, every process's (busy_seconds)
     own_s: float  # this process's own CPU time, all its threads (user + system)
     app_s: dict[int, float] = dataclasses.field(default_factory=dict)  # the app's page threads' (thread_seconds)
+    app_proc_s: float = 0.0  # the app's UI process's, when the engine runs in a worker (process_seconds)
 
 
 def busy_seconds(per_cpu: Sequence, cpus: Iterable[int]) -> float:
@@ -164,8 +193,9 @@ def own_seconds(times) -> float:
 
 def other_seconds(start: CpuSample, end: CpuSample) -> float:
     """CPU time other processes took on this process's CPUs between two samples: the busy
-    time's growth less this process's own (negative within the counters' resolution)."""
-    return (end.busy_s - start.busy_s) - (end.own_s - start.own_s)
+    time's growth less this process's own and the app's UI process's (negative within the
+    counters' resolution)."""
+    return (end.busy_s - start.busy_s) - (end.own_s - start.own_s) - (end.app_proc_s - start.app_proc_s)
 
 
 def cpu_share(other_s: float, wall_s: float) -> float | None:
@@ -202,7 +232,7 @@ class CpuMeter:
         except (AttributeError, psutil.Error):  # no affinity on this platform (macOS): every CPU
             self.cpus = list(range(psutil.cpu_count() or 1))
         self.other_s = 0.0
-        self.app_s = 0.0  # the app's page threads' CPU time over the spans
+        self.app_s = 0.0  # the app's page work's CPU time over the spans (its threads here, or its UI process)
         self.wall_s = 0.0
         self.spans = 0
         self._start: CpuSample | None = None
@@ -210,7 +240,8 @@ class CpuMeter:
     def sample(self) -> CpuSample:
         busy = busy_seconds(psutil.cpu_times(percpu=True), self.cpus)
         app = thread_seconds(_app_threads()) if _app_threads is not None else {}
-        return CpuSample(time.perf_counter(), busy, own_seconds(self._proc.cpu_times()), app)
+        proc = process_seconds(_app_process) if _app_process is not None else 0.0
+        return CpuSample(time.perf_counter(), busy, own_seconds(self._proc.cpu_times()), app, proc)
 
     def start(self) -> None:
         if self._start is None:
@@ -220,7 +251,7 @@ class CpuMeter:
         if self._start is not None:
             end = self.sample()
             self.other_s += other_seconds(self._start, end)
-            self.app_s += app_seconds(self._start.app_s, end.app_s)
+            self.app_s += app_seconds(self._start.app_s, end.app_s) + end.app_proc_s - self._start.app_proc_s
             self.wall_s += end.wall_s - self._start.wall_s
             self.spans += 1
             self._start = None

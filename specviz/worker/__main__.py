@@ -1,0 +1,3 @@
+from specviz.worker.server import main
+
+main()
