@@ -7,7 +7,10 @@ verdict). The mirror answers the Live page's questions (``sd.trace``, ``ar``, ``
 process would, and stores a freshly measured baseline in the session's ``baselines`` so a later
 race may reuse it.
 
-A trace that has stopped changing is sent once: later snapshots carry None in its place.
+Each trace travels whole twice at most: when its run starts and when it ends (with its summary
+and the draft's views). Between, a round travels with its run's ``Tail`` (the output so far, the
+wall clock, the contention seen), which the mirror appends: a round costs the same to send at
+the hundredth round as at the first.
 """
 
 from __future__ import annotations
@@ -27,13 +30,36 @@ SESSION = "specviz.worker.races:RaceSession"
 
 
 @dataclass
+class Tail:
+    """What a round changes in its run's trace besides the round itself."""
+
+    output_ids: list[int]
+    output_text: str
+    wall_ms: float
+    contention: list
+    stop_reason: str
+
+    @classmethod
+    def of(cls, trace: Trace) -> Tail:
+        return cls(list(trace.output_ids), trace.output_text, trace.wall_ms, list(trace.contention),
+                   trace.stop_reason)
+
+    def onto(self, trace: Trace, rnd: Round) -> None:
+        trace.rounds.append(rnd)
+        trace.output_ids, trace.output_text, trace.wall_ms = self.output_ids, self.output_text, self.wall_ms
+        trace.contention, trace.stop_reason = self.contention, self.stop_reason
+
+
+@dataclass
 class Snapshot:
-    """What the page reads of a race, after a round (None: as in the last snapshot sent)."""
+    """What the page reads of a race, after a round. A run's trace is whole when the run starts
+    or ends, else None and the round's ``tail`` tells what changed."""
 
     sd: Trace | None
     sd_done: bool
     ar: Trace | None
-    has_ar: bool
+    ar_done: bool
+    tail: Tail | None
     baseline: Baseline | None
     reused: bool
     not_reused_because: str | None
@@ -51,21 +77,30 @@ class RaceSession:
                  run: int | None):
         self.race = Race(pair, config, against_target=against_target, baselines=dict(baselines), reuse=reuse,
                          run=run)
-        self._sent_sd = False  # the finished speculative trace went out already
-        self._sent_ar = False
+        self._sent: dict[str, str] = {}  # run -> "started" | "ended": how far its whole trace went out
 
-    def snapshot(self) -> Snapshot:
+    def _whole(self, which: str, run) -> Trace | None:
+        """The run's trace when it must go whole (its start, its end), else None."""
+        if run is None:
+            return None
+        state = "ended" if run.done else "started"
+        if self._sent.get(which) == state:
+            return None
+        self._sent[which] = state
+        return run.trace
+
+    def snapshot(self, moved: str | None = None) -> Snapshot:
         r = self.race
-        sd = None if self._sent_sd else r.sd.trace
-        self._sent_sd = r.sd.done
-        ar = r.ar.trace if r.ar is not None and not self._sent_ar else None
-        self._sent_ar = r.ar is not None and r.ar.done
-        return Snapshot(sd, r.sd.done, ar, r.ar is not None, r.baseline, r.reused, r.not_reused_because,
-                        r.comparison, r.done, r.fair)
+        sd, ar = self._whole("speculative", r.sd), self._whole("autoregressive", r.ar)
+        run = {"speculative": r.sd, "autoregressive": r.ar}.get(moved)
+        whole = sd if moved == "speculative" else ar
+        tail = Tail.of(run.trace) if run is not None and whole is None else None
+        return Snapshot(sd, r.sd.done, ar, r.ar is not None and r.ar.done, tail, r.baseline, r.reused,
+                        r.not_reused_because, r.comparison, r.done, r.fair)
 
     def step(self) -> tuple[str, Round, Snapshot]:
         which, rnd = next(self.race)
-        return which, rnd, self.snapshot()
+        return which, rnd, self.snapshot(which)
 
 
 @dataclass
@@ -79,12 +114,14 @@ class Lane:
 class RemoteRace:
     """The Live page's race, run in the engine worker (see the module docstring). Iterate it, or
     call ``step(waiting)`` to hear the turns ahead while it waits, for ("speculative" |
-    "autoregressive", Round); ``close()`` lets the worker forget it."""
+    "autoregressive", Round); ``close()`` lets the worker forget it. ``pair`` is the UI's own copy
+    of the pair, for what the page reads of it (the tokenizer); the worker's does the work."""
 
     def __init__(self, client: EngineClient, config: RunConfig, against_target: bool = True,
                  baselines: dict | None = None, reuse: bool = False, run: int | None = None,
-                 waiting: Callable[[int], None] | None = None):
+                 waiting: Callable[[int], None] | None = None, pair=None):
         self.client, self.generation = client, client.generation
+        self.pair = pair  # the UI's copy of the pair (its tokenizer), for the page
         self.against_target, self.reuse, self.run_no = against_target, reuse, run
         self.baselines = baselines if baselines is not None else {}
         same_prompt = {k: b for k, b in self.baselines.items() if k[4] == config.prompt}  # baseline_key's prompt
@@ -100,14 +137,16 @@ class RemoteRace:
                                         against_target, same_prompt, reuse, run, waiting=waiting)
         self._apply(snap)
 
-    def _apply(self, snap: Snapshot) -> None:
+    def _apply(self, snap: Snapshot, which: str | None = None, rnd: Round | None = None) -> None:
         if snap.sd is not None:
             self.sd = Lane(snap.sd)
-        self.sd.done = snap.sd_done
         if snap.ar is not None:
             self.ar = Lane(snap.ar)
+        if snap.tail is not None:
+            snap.tail.onto((self.sd if which == "speculative" else self.ar).trace, rnd)
+        self.sd.done = snap.sd_done
         if self.ar is not None:
-            self.ar.done = snap.baseline is not None and not snap.reused
+            self.ar.done = snap.ar_done
         fresh = snap.baseline is not None and self.baseline is None and not snap.reused
         self.baseline, self.reused, self.not_reused_because = snap.baseline, snap.reused, snap.not_reused_because
         self.comparison, self.done, self.fair = snap.comparison, snap.done, snap.fair
@@ -131,7 +170,7 @@ class RemoteRace:
         except StopIteration as end:
             self._apply(end.value)
             raise StopIteration from None
-        self._apply(snap)
+        self._apply(snap, which, rnd)
         return which, rnd
 
     def run(self) -> RemoteRace:
