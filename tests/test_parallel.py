@@ -4,6 +4,7 @@ checked against the run itself (rounds exactly, wall time within the tolerance).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from pathlib import Path
 
@@ -258,13 +259,13 @@ def test_the_quick_costs_give_ssd_within_15_percent_of_the_whole_grid(tiny_pair,
 
 
 def test_quick_costs_wait_for_the_engine_and_mark_their_work(tiny_pair):
-    """The background measurement holds the engine queue: it waits while a live round holds it,
-    and a run timed in another thread meanwhile is told (contention)."""
-    from specviz.engine.turns import EngineQueue
+    """The background measurement holds the engine's lock (the app's: its engine worker's turn):
+    it waits while a live round holds it, and a run timed in another thread meanwhile is told
+    (contention)."""
     from specviz.models import busy
 
     trace = _run(tiny_pair)
-    queue = EngineQueue(poll_s=0.02)
+    queue = threading.Lock()
     quick = branch_costs.QuickCosts(tiny_pair, trace.config, branch_costs.replay_context(trace), parallel.references(trace),
                                 lock=queue)
     need = parallel.missing_passes(trace, parallel.settings_for(trace), measured=False)["ssd"]

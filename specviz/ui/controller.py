@@ -1,25 +1,26 @@
 """The live run's controller: Run, Step, Autoplay and Stop drive a small state machine.
 
 ``handle_command`` applies the button pressed to the ``LiveState``; ``play`` and
-``step`` then advance its ``Race`` a round at a time (``advance``): the speculative
+``step`` then advance its race a round at a time (``advance``), run in the pair's engine worker
+(``specviz.worker.races.RemoteRace``: this process draws, that one times): the speculative
 run, then the target alone on the same prompt (re-measured unless the user allows a
 recent, still-valid baseline to be reused: ``specviz.measure.race``), then the wrap-up with a
 history row (``finish``). ``render_state`` draws the whole view from the state as it
-stands. Engine failures become a message on the page, never a traceback.
+stands. Engine failures become a message on the page, never a traceback; a worker that died
+mid-run leaves the run unfinished (no history row) and the page offers to start it again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import time
 
 import streamlit as st
 
 from specviz import figures as F
 from specviz.analysis.metrics import metric
-from specviz.engine.turns import EngineQueue
 from specviz.figures.history import MEASURED, REUSED, chain_gamma_to_try, compared_line, compared_row
-from specviz.measure.race import Race
 from specviz.models.pair import ModelPair
 from specviz.record import contention
 from specviz.record.errors import BadInput, SpecvizError
@@ -27,6 +28,7 @@ from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Trace
 from specviz.ui.chrome import SHORTCUTS
 from specviz.ui.lang import _
+from specviz.ui.pair import running_client
 from specviz.ui.state import (
     LiveState,
     bad_input_text,
@@ -37,13 +39,9 @@ from specviz.ui.state import (
     signature,
 )
 from specviz.ui.view import Badge, RunView, animate_round, stop_reason_text
+from specviz.worker.protocol import WorkerDied
+from specviz.worker.races import RemoteRace
 
-# One round at a time in this process: viewers in several browser tabs share the models,
-# and a forward pass timed while another session's pass runs would not be the real cost.
-# The queue is taken around next(), where the engine's clock runs; waiting for it happens
-# while the clock is paused, so it never shows up in the timings. Sessions take turns in
-# the order they asked, and a waiting one says how many runs are ahead of it.
-ENGINE_LOCK = EngineQueue()
 RENDER_EVERY_S = 1.0  # Run at full speed redraws the text and numbers at most this often...
 CHARTS_EVERY_S = 4.0  # ...and the charts this often: the browser shares the CPU with the models
 
@@ -52,9 +50,12 @@ def start_run(pair: ModelPair, state: LiveState, cfg: RunConfig) -> None:
     """Replace the live run with a fresh one (raises BadInput on a setting the engine refuses)."""
     ss = st.session_state
     history = ss.get("history", [])
-    race = Race(pair, dataclasses.replace(cfg), against_target=bool(ss.get("race", True)),
-                baselines=ss["baselines"], reuse=bool(ss.get("reuse_baseline", False)),
-                run=(history[-1]["run"] + 1) if history else 1)
+    client = running_client()
+    if state.race is not None:
+        state.race.close()
+    race = RemoteRace(client, dataclasses.replace(cfg), against_target=bool(ss.get("race", True)),
+                      baselines=ss["baselines"], reuse=bool(ss.get("reuse_baseline", False)),
+                      run=(history[-1]["run"] + 1) if history else 1, pair=pair)
     fresh = LiveState(race=race, sig=signature(cfg), example=example_of(cfg.prompt))
     for f in dataclasses.fields(LiveState):
         setattr(state, f.name, getattr(fresh, f.name))
@@ -164,7 +165,9 @@ def _status(view: RunView, state: LiveState, cfg: RunConfig) -> None:
     changed = state.race is not None and state.sig != signature(cfg)
     note = _("Settings changed: the next Run or Step starts a new run.") if changed else None
     keys = dict(run=SHORTCUTS["run"], step=SHORTCUTS["step"])
-    if state.error:
+    if state.error and state.engine_died:
+        view.engine_died(state.error)
+    elif state.error:
         view.error(_("{error} Run or Step starts a new run.").format(error=state.error))
     elif tr is None:
         view.status(_("Ready. Run ({run}) decodes at full speed; Step ({step}) shows one round at a time.").format(
@@ -209,10 +212,33 @@ def render_state(view: RunView, state: LiveState, cfg: RunConfig) -> None:
 
 def _fail(state: LiveState, exc: Exception) -> None:
     state.playing = None
-    if isinstance(exc, SpecvizError):
+    state.engine_died = isinstance(exc, WorkerDied)
+    if state.engine_died:
+        state.error = died_text(exc)
+    elif isinstance(exc, SpecvizError):
         state.error = str(exc)
     else:
         state.error = _("The engine stopped with {error}").format(error=f"{type(exc).__name__}: {exc}")
+
+
+def died_text(exc: WorkerDied) -> str:
+    """What happened to the engine's process, for the page."""
+    if exc.stopped:
+        return _("The engine was stopped (the model pair was unloaded), so this run is lost.")
+    if exc.restarted:
+        return _("The engine's process was started again since this run began, so this run is lost and was not "
+                 "added to the history.")
+    if exc.code is not None and exc.code < 0:
+        try:
+            how = _("killed by {signal}").format(signal=signal.Signals(-exc.code).name)
+        except ValueError:
+            how = _("killed by signal {n}").format(n=-exc.code)
+    elif exc.code is not None:
+        how = _("exit code {code}").format(code=exc.code)
+    else:
+        how = _("no exit status")
+    return _("The engine's process stopped mid-run ({how}), so this run is lost and was not added to the "
+             "history.").format(how=how)
 
 
 def _waiting(view: RunView, ahead: int) -> None:
@@ -228,8 +254,8 @@ def _next(view: RunView, state: LiveState):
     machine's prefill rate."""
     read = state.next_read
     try:
-        with ENGINE_LOCK.turn(waiting=lambda n: _waiting(view, n)), view.reading_prompt(read):
-            step = next(state.race)
+        with view.reading_prompt(read):
+            step = state.race.step(waiting=lambda n: _waiting(view, n))
     except StopIteration:
         return None
     if read is not None:

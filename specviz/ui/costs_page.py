@@ -28,8 +28,8 @@ from specviz.record.limits import MAX_GAMMA
 from specviz.replay import latency
 from specviz.replay.latency import LatencyModel
 from specviz.ui.chrome import EXAMPLES
-from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
+from specviz.ui.pair import engine_client, running_client
 
 TABLE_GAMMAS = (1, 2, 3, 4, 6, 8, 12, 16)
 
@@ -159,7 +159,7 @@ def estimate(state: CostsState) -> tuple[float, str]:
     key = (pair.draft_name, pair.target_name, state.device, pair.dtype)
     if key not in probes:
         with st.spinner(_("Timing a short probe run to estimate how long measuring takes…")):
-            probes[key] = sweep.probe_costs(pair, EXAMPLES[next(iter(EXAMPLES))], lock=ENGINE_LOCK)
+            probes[key] = sweep.probe_costs(pair, EXAMPLES[next(iter(EXAMPLES))], lock=engine_client())
     return (sweep.measure_seconds(probes[key], state.grid, state.repeats, state.ctx),
             _("estimated from a short probe run"))
 
@@ -205,9 +205,10 @@ def render_measure(state: CostsState) -> None:
             bar.progress(pct / 100, text=_("Measuring forward passes: {pct}%").format(pct=pct))
 
         try:
-            with ENGINE_LOCK:  # no live round is timed while the curve is measured, nor the reverse
-                state.found = C.load_or_measure(state.pair, context_length=state.ctx, grid=state.grid,
-                                                progress=tell, refresh=True, repeats=state.repeats)
+            # in the engine worker, its turn taken: no live round is timed meanwhile, nor the reverse
+            state.found = running_client().call(f"{C.__name__}:load_or_measure", context_length=state.ctx,
+                                                grid=list(state.grid), progress=tell, refresh=True,
+                                                repeats=state.repeats)
             bar.empty()
             how_long = how_long_text(state)  # now from this measurement
         except BadInput as exc:

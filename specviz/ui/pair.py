@@ -1,7 +1,10 @@
 """The model pair: loaded once per server process, in a background thread, with progress.
 
 ``PairLoader`` loads a pair off the script thread and reports a monotonic overall
-fraction; ``_loader`` keeps one per (pair, dtype) with ``st.cache_resource``.
+fraction; ``_loader`` keeps one per (pair, dtype) with ``st.cache_resource``. Each loader also
+starts the pair's engine worker (``specviz.worker``: the same pair in a process of its own, where
+the Live page's and the real PEARL/SSD runs are timed, away from this process's page work) and
+is ready once both are; ``engine_client()`` is the pages' way to it.
 ``require_pair`` waits for it with a progress bar, or, where it cannot be loaded, says
 why and how to fix it and offers the tiny pair. ``sidebar_pair`` draws the pair choice
 and the pair card (names, device, dtype, memory) at the foot of every page's sidebar. In
@@ -31,6 +34,8 @@ from specviz.record.i18n import N_, SECONDS, Translator, translate_known
 from specviz.ui import server_mode
 from specviz.ui.chrome import keep_choices, recorded_traces, translator
 from specviz.ui.lang import _
+from specviz.worker.client import EngineClient
+from specviz.worker.protocol import Spec
 
 PAIRS = {"default": "Qwen2.5-Coder 0.5B → 1.5B", "tiny": N_("Tiny test pair (random weights)"),
          "remote": N_("Default draft → a vLLM server (remote target)")}  # shown as _(name)
@@ -57,6 +62,7 @@ LOAD_MESSAGES = (
     N_("Fetching {model} (safetensors only)"),
     N_("Saving a {dtype} copy of {folder} (first {dtype} run only)"),
     N_("Measuring which draft pays on this machine (first start only)"),
+    N_("Starting the engine's own process"),
 )
 ROLES = {"draft": N_("the draft"), "target": N_("the target")}  # {role} in LOAD_MESSAGES
 
@@ -83,7 +89,7 @@ _STAGES = (  # (message start, overall fraction before, span) for a monotonic ov
     ("checking that the tokenizers match", 0.75, 0.0),
     ("loading draft weights", 0.80, 0.0), ("loading target weights", 0.88, 0.0),
     ("checking the remote target", 0.9, 0.0), ("pair ready", 0.95, 0.0), ("draft ready", 1.0, 0.0),
-    ("measuring which draft pays", 0.96, 0.0),
+    ("measuring which draft pays", 0.96, 0.0), ("starting the engine's own process", 0.97, 0.0),
 )
 
 
@@ -96,6 +102,7 @@ class PairLoader:
         self.fraction = 0.0
         self.cold = False
         self.pair: ModelPair | None = None
+        self.client: EngineClient | None = None
         self.error: Exception | None = None
         self.started = time.monotonic()
         self.finished: float | None = None
@@ -115,31 +122,38 @@ class PairLoader:
     def _run(self) -> None:
         try:
             dtype = "float32" if self.name == "tiny" else self.dtype
-            if self.name == "remote":
-                url, model = self.remote
+            remote = self.name == "remote"
+            url, model = self.remote if remote else (None, None)
+            # the worker loads its copy meanwhile (its imports and reads overlap this load's)
+            self.client = EngineClient(Spec(None if remote else self.name, dtype, "auto", url, model or None))
+            if remote:
                 self.pair = load_pair(device="auto", dtype=dtype, progress=self._progress, target_url=url,
                                       target_model=model or None)
             else:
                 self.pair = load_pair(self.name, device="auto", dtype=dtype, progress=self._progress)
-                self._choose_draft()
+            self._greet_worker()
         except Exception as exc:  # shown to the user; SpecvizError carries a fix-it message
             self.error = exc
+            if self.client is not None:
+                self.client.stop()
         finally:
             self.finished = time.monotonic()
 
-    def _choose_draft(self) -> None:
-        """Which draft pays here (specviz.measure.draft_choice): cached per machine, else measured
-        now, seconds, before the page is ready (so no run's clock holds it)."""
-        from specviz.measure import draft_choice
+    def _greet_worker(self) -> None:
+        """Wait for the worker's copy of the pair; take which draft pays here from it
+        (``specviz.measure.draft_choice``: cached per machine, else measured there now, before the
+        page is ready, so no run's clock holds it). The tiny pair's random weights pick nothing."""
+        choose = self.name != "tiny" and self.pair.remote is None
+        if choose:
+            from specviz.measure import draft_choice
 
-        if self.name == "tiny":  # random weights: their costs would pick nothing worth knowing
-            return
-        try:
             if not draft_choice.cached(self.pair):
                 self._progress("Measuring which draft pays on this machine (first start only)", None)
-            self.pair.draft_choice = draft_choice.load_or_measure(self.pair)
-        except Exception as exc:  # the pair still works, with the plain draft as its default
-            self.pair.notes.append(f"could not measure the draft variants ({type(exc).__name__}: {exc})")
+        if not self.client.info:
+            self._progress("Starting the engine's own process", None)
+        hello = self.client.hello(choose_draft=choose)
+        self.pair.draft_choice = hello.draft_choice
+        self.pair.notes.extend(n for n in hello.notes if n not in self.pair.notes)
 
     @property
     def done(self) -> bool:
@@ -150,7 +164,13 @@ class PairLoader:
         return (self.finished or time.monotonic()) - self.started
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
+def _release(loader: PairLoader) -> None:
+    """A loader dropped from the cache (another precision chosen, Try again): its worker ends."""
+    if loader.client is not None:
+        loader.client.stop()
+
+
+@st.cache_resource(show_spinner=False, max_entries=4, on_release=_release)
 def _loader(name: str, dtype: str, remote: tuple[str, str] = ()) -> PairLoader:
     return PairLoader(name, dtype, remote)
 
@@ -234,6 +254,24 @@ def _install_command(message: str) -> str | None:
             cmd = line.split("Fix:", 1)[1].strip()
             return cmd.split("  (")[0].strip()
     return None
+
+
+def engine_client() -> EngineClient | None:
+    """The chosen pair's engine worker once the pair is loaded, else None (never loads, never waits)."""
+    loader = current_loader()
+    return loader.client if loader is not None and loader.done and loader.error is None else None
+
+
+def running_client() -> EngineClient:
+    """The chosen pair's engine worker, started again (and waited for, with a spinner) if it died;
+    SpecvizError before the pair is loaded."""
+    client = engine_client()
+    if client is None:
+        raise SpecvizError(_("The model pair is not loaded yet."))
+    if client.ensure_running():  # it died: a fresh one loads the pair again (seconds)
+        with st.spinner(_("Starting the engine's own process again…")):
+            client.hello(choose_draft=False)
+    return client
 
 
 def loaded_pair() -> ModelPair | None:

@@ -29,9 +29,8 @@ from specviz.record.run_trace import Trace
 from specviz.replay import what_if
 from specviz.ui import chrome
 from specviz.ui.chrome import FEATURED_TRACE
-from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
-from specviz.ui.pair import sidebar_pair
+from specviz.ui.pair import engine_client, sidebar_pair
 from specviz.ui.replay import load_trace_file
 from specviz.ui.sources import MATCHED, load_source, recorded_baseline, replay_sources
 
@@ -120,7 +119,7 @@ def quick_costs(_pair, pair_id: int, draft_quant: str, draft_vocab: int, ctx: in
     """One background measurer per loaded pair, run draft, context and reference passes,
     shared by every session and rerun (what it measured stays known)."""
     cfg = RunConfig(draft_quant=draft_quant, draft_vocab=draft_vocab)
-    return branch_costs.QuickCosts(_pair, cfg, ctx, {ref[0]: ref for ref in refs}, lock=ENGINE_LOCK)
+    return branch_costs.QuickCosts(_pair, cfg, ctx, {ref[0]: ref for ref in refs}, lock=engine_client())
 
 
 @functools.lru_cache(maxsize=16)

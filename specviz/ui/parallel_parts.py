@@ -10,11 +10,10 @@ import streamlit as st
 
 from specviz import figures as F
 from specviz.analysis.metrics import fmt_ms, fmt_pct
-from specviz.measure.pearl_real import pearl_run
 from specviz.record.errors import SpecvizError
 from specviz.replay import what_if
-from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
+from specviz.ui.pair import running_client
 from specviz.ui.parallel_page import ParallelState, real_key
 from specviz.ui.parallel_replay import Replay
 
@@ -100,7 +99,7 @@ def render_check(r: Replay) -> None:
 def render_pearl_real(state: ParallelState, r: Replay) -> None:
     """PEARL run for real on the loaded pair, beside its simulation."""
     ss = st.session_state
-    cfg, pair = r.cfg, r.pair
+    cfg = r.cfg
     st.markdown("#### " + _("PEARL for real"))
     gamma = r.settings.gamma
     key = real_key(r.trace, gamma)
@@ -130,8 +129,7 @@ def render_pearl_real(state: ParallelState, r: Replay) -> None:
             run_cfg = dataclasses.replace(cfg, gamma=gamma, policy="constant", stop=[])
             with st.spinner(_("Running PEARL: both models at once…")):
                 try:
-                    with ENGINE_LOCK:
-                        state.real = (key, pearl_run(pair, run_cfg))
+                    state.real = (key, running_client().call("specviz.measure.pearl_real:pearl_run", run_cfg))
                 except SpecvizError as exc:
                     state.real = None
                     st.error(_("PEARL could not run: ") + str(exc), icon=":material/error:")

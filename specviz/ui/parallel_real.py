@@ -14,12 +14,12 @@ import streamlit as st
 from specviz import figures as F
 from specviz.analysis.metrics import fmt_ms, fmt_pct
 from specviz.figures.schedules import PAYS
-from specviz.measure.real_vs_sim import RealVsSim, real_vs_simulated
+from specviz.measure.real_vs_sim import RealVsSim
 from specviz.measure.ssd_real import tree_ms
 from specviz.record.errors import SpecvizError
 from specviz.record.i18n import N_, Translator
-from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
+from specviz.ui.pair import running_client
 from specviz.ui.parallel_page import ParallelState, real_key
 from specviz.ui.parallel_replay import Replay, round_trip_sweep
 
@@ -42,11 +42,11 @@ def run_ssd(r: Replay, fit: bool) -> RealVsSim:
     """SSD for real at the replay's γ: a fresh serial run of the same prompt, made just before it
     (after a short untimed warm-up of both), is its baseline and gives the simulation its costs.
     The run shown is not reused: it was timed at another moment, its first passes perhaps the
-    process's first."""
+    process's first. All of it runs in the engine worker, its turn taken."""
     cfg, s = r.cfg, r.settings
     run_cfg = dataclasses.replace(cfg, gamma=s.gamma, policy="constant", stop=[])
-    return real_vs_simulated(r.pair, run_cfg, "ssd", None if fit else s.fanout, "geometric" if fit else s.fanout_mode,
-                             warm_up=True)
+    return running_client().call("specviz.measure.real_vs_sim:real_vs_simulated", run_cfg, "ssd",
+                                 None if fit else s.fanout, "geometric" if fit else s.fanout_mode, warm_up=True)
 
 
 def gap_text(result: RealVsSim, tr: Translator = N_) -> str:
@@ -121,8 +121,7 @@ def render_ssd_real(state: ParallelState, r: Replay) -> None:
                  icon=":material/play_circle:"):
         with st.spinner(_("Running SSD: a serial run, then both models at once…")):
             try:
-                with ENGINE_LOCK:
-                    state.ssd = (key, run_ssd(r, fit))
+                state.ssd = (key, run_ssd(r, fit))
             except SpecvizError as exc:
                 state.ssd = None
                 st.error(_("SSD could not run: ") + str(exc), icon=":material/error:")

@@ -19,9 +19,8 @@ from specviz.replay import what_if
 from specviz.replay.latency import with_rtt
 from specviz.replay.schedules import FANOUT_MODES
 from specviz.ui.chrome import keep_choices
-from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
-from specviz.ui.pair import loaded_pair
+from specviz.ui.pair import loaded_pair, running_client
 from specviz.ui.parallel_page import (
     FANOUT_LABELS,
     MAX_GAMMA,
@@ -78,9 +77,9 @@ def render_measure_button(pair: ModelPair, trace: Trace, ctx: int) -> tuple | No
         return None
     bar = st.progress(0.0, text=_("Waiting for the models…"))
     try:
-        with ENGINE_LOCK:  # no live round is timed meanwhile, nor the reverse
-            C.load_or_measure(pair, context_length=ctx, progress=lambda f, m: bar.progress(
-                min(max(f, 0.0), 1.0), text=_("Measuring forward passes: {pct}%").format(pct=int(100 * f))))
+        # in the engine worker, its turn taken: no live round is timed meanwhile, nor the reverse
+        running_client().call(f"{C.__name__}:load_or_measure", context_length=ctx, progress=lambda f, m: bar.progress(
+            min(max(f, 0.0), 1.0), text=_("Measuring forward passes: {pct}%").format(pct=int(100 * f))))
         bar.empty()
         return schedule_costs(trace)
     except BadInput as exc:

@@ -31,6 +31,7 @@ from specviz.ui import links, server_mode
 from specviz.ui.chrome import DEFAULTS, EXAMPLES
 from specviz.ui.lang import _
 from specviz.ui.pair import pair_key
+from specviz.worker.races import RemoteRace
 
 CUSTOM = N_("custom")  # a prompt that is none of the examples (stored in English, shown as _(CUSTOM))
 
@@ -48,7 +49,7 @@ class LiveState:
     """One live run (a ``Race``: speculative, then the target alone) and what the page
     needs to redraw it."""
 
-    race: Race | None = None
+    race: RemoteRace | Race | None = None  # the app's: in the engine worker
     sig: tuple = ()
     example: str = "custom"
     playing: str | None = None  # "run" | "autoplay" while the loop should keep going
@@ -56,6 +57,7 @@ class LiveState:
     recorded: bool = False
     run_no: int | None = None
     error: str | None = None
+    engine_died: bool = False  # the error is the engine's process stopping: the page offers a fresh start
 
     @property
     def trace(self) -> Trace | None:

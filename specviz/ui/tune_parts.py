@@ -21,9 +21,8 @@ from specviz.record.i18n import N_
 from specviz.record.limits import MAX_GAMMA
 from specviz.ui import server_mode
 from specviz.ui.chrome import EXAMPLES
-from specviz.ui.controller import ENGINE_LOCK
 from specviz.ui.lang import _
-from specviz.ui.pair import sidebar_pair
+from specviz.ui.pair import engine_client, sidebar_pair
 from specviz.ui.tune_page import (
     BASE,
     TuneState,
@@ -105,7 +104,7 @@ def probe(state: TuneState, pair: ModelPair, prompt: str):
     key = (pair.draft_name, pair.target_name, str(pair.device), pair.dtype)
     if key not in state.costs:
         with st.spinner(_("Timing a short probe run to estimate how long a sweep takes…")):
-            state.costs[key] = sweep.probe_costs(pair, prompt, BASE, lock=ENGINE_LOCK)
+            state.costs[key] = sweep.probe_costs(pair, prompt, BASE, lock=engine_client())
     return state.costs[key]
 
 
@@ -218,7 +217,7 @@ def render_run(state: TuneState, pair: ModelPair, slots: Slots) -> None:
     slots.status.info(_("Measuring. Stop keeps what has been measured so far."), icon=":material/timer:")
     try:
         sweep.sweep(*sweep_args(pair, job), progress=on_progress, stop=lambda: not state.running,
-                done=state.done, lock=ENGINE_LOCK)
+                done=state.done, lock=engine_client())
     except SpecvizError as exc:
         state.error = str(exc)
     except Exception as exc:  # engine failures are shown, never raised at the user

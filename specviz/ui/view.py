@@ -32,7 +32,7 @@ from specviz.record.i18n import N_, Translator, translate_known
 from specviz.record.run_trace import Trace, rounds_text, trace_at, trace_upto
 from specviz.ui.lang import _
 from specviz.ui.markdown import code_span
-from specviz.ui.state import LiveState, PromptRead
+from specviz.ui.state import LiveState, PromptRead, set_cmd
 
 
 class Badge:
@@ -116,6 +116,15 @@ class RunView:
 
     def error(self, text: str) -> None:
         self.status_ph.error(text, icon=":material/error:")
+
+    def engine_died(self, text: str) -> None:
+        """The engine's process stopped mid-run: what happened, and one click that runs the same
+        settings again in a fresh one (Run would too; the button says that it can)."""
+        with self.status_ph.container():
+            st.error(text, icon=":material/error:")
+            st.button(_("Start the engine again and run"), key="restart_engine", icon=":material/restart_alt:",
+                      on_click=set_cmd, args=("run",), type="primary",
+                      help=_("A fresh engine process loads the pair again (seconds), then the run starts over."))
 
     def strip(self, rounds, live=None, phase="done", shown=None, plain=None, follow=True) -> None:
         """The marked tokens, and below them the output so far as plain text (``plain``

@@ -75,17 +75,20 @@ class EngineClient:
     def start(self) -> None:
         """Start a fresh worker (the old one, if any, is stopped first)."""
         with self._lock:
-            self._halt()
-            self._dir = tempfile.mkdtemp(prefix="specviz-worker-")
-            self._key = secrets.token_bytes(16)
-            env = dict(os.environ, **{AUTHKEY_ENV: self._key.hex()})
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "specviz.worker", "--address", self.address,
-                 "--spec", json.dumps(asdict(self.spec))],
-                env=env, stdin=subprocess.DEVNULL, start_new_session=True)
-            self.generation += 1
-            self.info = None
-            self._stopped = False
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self._halt()
+        self._dir = tempfile.mkdtemp(prefix="specviz-worker-")
+        self._key = secrets.token_bytes(16)
+        env = dict(os.environ, **{AUTHKEY_ENV: self._key.hex()})
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "specviz.worker", "--address", self.address,
+             "--spec", json.dumps(asdict(self.spec))],
+            env=env, stdin=subprocess.PIPE, start_new_session=True)  # its stdin's end is this process's
+        self.generation += 1
+        self.info = None
+        self._stopped = False
 
     @property
     def address(self) -> str:
@@ -109,15 +112,18 @@ class EngineClient:
             self._halt()
 
     def _halt(self) -> None:
+        """End the worker: its stdin closed (it exits at once, mid-pass too), then terminated,
+        then killed; its socket's folder removed."""
         proc, pool = self._proc, self._pool
         self._pool = []
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(Exception):
-                conn = pool[0] if pool else None
-                if conn is not None:
-                    conn.send(("stop",))
+        for conn in pool:
+            with contextlib.suppress(OSError):
+                conn.close()
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
             try:
-                proc.wait(timeout=STOP_GRACE_S if pool else 0.1)
+                proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 try:
@@ -125,9 +131,6 @@ class EngineClient:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        for conn in pool:
-            with contextlib.suppress(OSError):
-                conn.close()
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -135,9 +138,9 @@ class EngineClient:
     def _died(self) -> WorkerDied:
         code = self.exit_code()
         if self._stopped:
-            return WorkerDied("The engine was stopped (the pair was unloaded). Run or Step starts a new run.")
-        return WorkerDied(f"The engine's process stopped mid-run ({exit_text(code)}), so this run is lost and "
-                          "was not added to the history. Run or Step starts it again, in a fresh engine process.")
+            return WorkerDied("The engine was stopped (the pair was unloaded).", code, stopped=True)
+        return WorkerDied(f"The engine's process stopped ({exit_text(code)}), so what ran there is lost; the next "
+                          "request starts it again.", code)
 
     # --- connections -------------------------------------------------------------------------
 
@@ -158,7 +161,7 @@ class EngineClient:
                 if proc.poll() is not None:
                     raise self._died() from None
                 if time.monotonic() > deadline:
-                    raise WorkerDied("The engine's process did not open its socket in time.") from None
+                    raise WorkerDied("The engine's process did not open its socket in time.", proc.poll()) from None
                 time.sleep(0.05)
 
     def _give_back(self, conn: Connection, generation: int) -> None:
@@ -170,26 +173,33 @@ class EngineClient:
             conn.close()
 
     def ensure_running(self) -> bool:
-        """Start a fresh worker if this one died (not if it was stopped); True when it did."""
-        if self.alive or self._stopped:
-            return False
-        self.start()
-        return True
+        """Start a fresh worker if this one died (not if it was stopped); True when it did (a
+        caller in another thread that finds it started already gets False)."""
+        with self._lock:
+            if self.alive or self._stopped:
+                return False
+            self._spawn()
+            return True
 
-    def request(self, message: tuple, waiting: Waiting | None = None):
+    def request(self, message: tuple, waiting: Waiting | None = None,
+                progress: Callable[[float, str], None] | None = None):
         """Send one request and return its answer's value ("ok" or "item"); ("end", snapshot)
         raises StopIteration(snapshot); ("err", exc) raises exc. ``waiting(n)`` hears the turns
-        ahead while it waits."""
+        ahead while it waits, ``progress(fraction, message)`` the work's progress."""
         generation = self.generation
         conn = self._connect()
         try:
             conn.send(message)
             while True:
                 reply = conn.recv()
-                if reply[0] != "waiting":
+                if reply[0] == "waiting":
+                    if waiting is not None:
+                        waiting(reply[1])
+                elif reply[0] == "progress":
+                    if progress is not None:
+                        progress(reply[1], reply[2])
+                else:
                     break
-                if waiting is not None:
-                    waiting(reply[1])
         except (EOFError, OSError) as exc:
             with contextlib.suppress(OSError):
                 conn.close()
@@ -225,9 +235,11 @@ class EngineClient:
         self.info = self.request(("hello", choose_draft))
         return self.info
 
-    def call(self, fn: str, *args, waiting: Waiting | None = None, **kwargs):
-        """``fn(pair, *args, **kwargs)`` in the worker, its turn taken; ``fn`` as "module:name"."""
-        return self.request(("call", fn, args, kwargs), waiting)
+    def call(self, fn: str, *args, waiting: Waiting | None = None,
+             progress: Callable[[float, str], None] | None = None, **kwargs):
+        """``fn(pair, *args, **kwargs)`` in the worker, its turn taken; ``fn`` as "module:name".
+        With ``progress``, ``fn`` gets a ``progress=`` argument whose calls reach it here."""
+        return self.request(("call", fn, args, kwargs, progress is not None), waiting, progress)
 
     def open(self, cls: str, *args, waiting: Waiting | None = None, **kwargs) -> tuple[int, object]:
         """``cls(pair, *args, **kwargs)`` kept in the worker: (its handle, its first snapshot)."""

@@ -4,11 +4,14 @@ Requests (UI → worker), each answered in turn, first come first served:
 
     ("hello", choose_draft)                  -> ("ok", Hello)
     ("call", "module:function", args, kw)    -> ("ok", function(pair, *args, **kw))
+    ("call", "module:function", args, kw, True): the same, with ``progress=`` a function whose
+                                                 calls arrive as ("progress", fraction, message)
     ("open", "module:Class", args, kw)       -> ("ok", (handle, obj.snapshot()))   obj = Class(pair, *args, **kw)
     ("next", handle)                         -> ("item", obj.step()) | ("end", obj.snapshot())
     ("hold",)                                -> ("granted",): nothing else runs until ("release",)
 
-and, taken on arrival without an answer: ("release",), ("close", handle), ("stop",). While a
+and, taken on arrival without an answer: ("release",), ("close", handle). (The worker ends when
+its stdin closes: the UI holds the other end, so that happens when the UI ends, too.) While a
 request waits behind others the worker sends ("waiting", n), n the turns ahead of it, whenever n
 changes. A request that fails is answered ("err", exception): a ``SpecvizError`` keeps its class
 and message (a ``BadInput`` its field); any other exception is sent as ``EngineFailed``, whose
@@ -33,7 +36,14 @@ class EngineFailed(SpecvizError):
 
 
 class WorkerDied(SpecvizError):
-    """The engine worker stopped (killed, out of memory, crashed): what was running there is lost."""
+    """The engine worker stopped (killed, out of memory, crashed): what was running there is lost.
+    ``code`` is its exit status (negative: the signal that killed it; None: not known), ``stopped``
+    whether the app itself stopped it (the pair was unloaded), ``restarted`` whether a fresh worker
+    runs since (the run asked for lived in the old one)."""
+
+    def __init__(self, message: str, code: int | None = None, stopped: bool = False, restarted: bool = False):
+        super().__init__(message)
+        self.code, self.stopped, self.restarted = code, stopped, restarted
 
 
 @dataclass(frozen=True)

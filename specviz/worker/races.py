@@ -163,8 +163,7 @@ class RemoteRace:
         if self.done:
             raise StopIteration
         if self.client.generation != self.generation:
-            raise WorkerDied("The engine was restarted since this run began, so the run is lost. Run or Step "
-                             "starts it again.")
+            raise WorkerDied("The engine was restarted since this run began, so the run is lost.", restarted=True)
         try:
             which, rnd, snap = self.client.next(self.handle, waiting)
         except StopIteration as end:

@@ -15,11 +15,10 @@ that sleeps in ``accept``, and requests are read between requests, never during 
 from __future__ import annotations
 
 import argparse
-import ctypes
+import contextlib
 import itertools
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -30,7 +29,6 @@ from specviz.record.errors import SpecvizError
 from specviz.worker.protocol import AUTHKEY_ENV, QUEUED, EngineFailed, Hello, Spec, resolve, sendable
 
 MAX_OPEN = 32  # open objects (live races) kept; the least recently used goes first
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 
 
 class Server:
@@ -95,8 +93,6 @@ class Server:
                 self.holder = None
         elif kind == "close":
             self.objects.pop(request[1], None)
-        elif kind == "stop":
-            raise SystemExit(0)
         elif kind in QUEUED:
             self.line.append((conn, request))
         else:
@@ -142,7 +138,10 @@ class Server:
             if kind == "hello":
                 return ("ok", self._hello(request[1]))
             if kind == "call":
-                _kind, path, args, kwargs = request
+                _kind, path, args, kwargs, *told = request
+                if told and told[0]:  # the caller hears the work's progress (between timed passes)
+                    kwargs = dict(kwargs, progress=lambda fraction, message="": conn.send(
+                        ("progress", fraction, message)))
                 return ("ok", resolve(path)(self.pair, *args, **kwargs))
             if kind == "open":
                 _kind, path, args, kwargs = request
@@ -178,20 +177,16 @@ class Server:
         return Hello(os.getpid(), pair.describe(), self.load_s, pair.draft_choice, list(pair.notes))
 
 
-def die_with_parent(parent: int) -> None:
-    """End this process when the UI's does (Linux: prctl's death signal; elsewhere a thread that
-    looks every 2 s), so a killed server never leaves a worker holding the models."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # it died before the signal was set
-            os._exit(0)
-        return
-    except (OSError, AttributeError):
-        pass
+def die_with_parent() -> None:
+    """End this process when the UI's does: the UI holds the write end of this process's stdin,
+    so its end (even a SIGKILL) reads here as end of file, and a killed server never leaves a
+    worker holding the models. (Not prctl's death signal: that follows the thread that started
+    the worker, and the UI starts it from a loader thread that ends.)"""
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(2.0)
+        with contextlib.suppress(OSError):
+            while sys.stdin.buffer.read(4096):
+                pass
         os._exit(0)
 
     threading.Thread(target=watch, name="specviz-parent-watch", daemon=True).start()
@@ -206,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     if not key:
         sys.exit("specviz.worker: started without its key; the app starts it (specviz.worker.client)")
     parent = os.getppid()
-    die_with_parent(parent)
+    die_with_parent()
     from specviz.models import busy
 
     busy.count_app_process(parent)  # the UI's CPU time is the app's page work, not another program's
@@ -219,10 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         pair = load_pair(spec.name, **spec.load_kwargs())
     except Exception as exc:  # said to every caller: the UI shows it as the load's failure
         failure = sendable(exc)
-    server = Server(listener, pair, failure, time.perf_counter() - start)
     try:
-        server.serve()
-    except SystemExit:
-        pass
+        Server(listener, pair, failure, time.perf_counter() - start).serve()  # until the UI closes our stdin
     finally:
         listener.close()
