@@ -56,6 +56,18 @@ def make_config(**overrides):
     return RunConfig(**base)
 
 
+def app_engine(name: str = "tiny"):
+    """The engine worker's client the app started in this process (an AppTest's) for pair
+    ``name``: st.cache_resource keeps the app's loaders, out of reach outside a script run."""
+    from specviz.worker.client import _clients
+    from specviz.worker.protocol import Spec
+
+    app = Spec(name, "float32")  # as specviz.ui.pair starts it (tests/test_worker.py's own say device="cpu")
+    found = [c for c in list(_clients) if c.spec == app and c.alive]
+    assert len(found) == 1, f"{len(found)} running engine workers for the {name} pair"
+    return found[0]
+
+
 def int8_needs_cpu(pair, quant: str = "int8") -> None:
     """Skip a test that runs the int8 draft where the pair is not on the CPU (SPECVIZ_TEST_DEVICE):
     the int8 draft is CPU only (PyTorch's dynamic int8 kernels, specviz/models/int8.py)."""

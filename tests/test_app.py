@@ -283,7 +283,7 @@ def test_stop_then_autoplay_continues_the_same_run(app):
     app.button(key="autoplay").click().run()
     state = live(app)
     assert state.sd_done and state.finished and len(state.trace.rounds) > 1
-    assert state.trace.rounds[0] is first  # continued, not restarted
+    assert state.trace.rounds[0] == first and state.run_no == 1  # continued, not restarted
     assert len(app.session_state["history"]) == 1
 
 
@@ -568,17 +568,42 @@ def test_slow_motion_autoplay_redraws_in_place_without_errors(app):
 
 
 def test_engine_failure_is_shown_not_raised(app, monkeypatch):
-    """An error inside the engine mid-run becomes a message on the page, never a traceback."""
-    from specviz.engine.decode import Decoding
+    """An error inside the engine mid-run becomes a message on the page, never a traceback. (The
+    worker answers an unexpected exception as EngineFailed naming it: tests/test_worker.py.)"""
+    from specviz.worker.protocol import EngineFailed
+    from specviz.worker.races import RemoteRace
 
-    def broken(self):
-        raise RuntimeError("the draft model fell over")
+    def broken(self, waiting=None):
+        raise EngineFailed("RuntimeError: the draft model fell over")
 
-    monkeypatch.setattr(Decoding, "__next__", broken)
+    monkeypatch.setattr(RemoteRace, "step", broken)
     app.button(key="run").click().run()
     assert not app.exception, app.exception
     assert any("fell over" in e.value for e in app.error)
     assert live(app).playing is None and app.session_state["history"] == []
+
+
+def test_a_killed_engine_leaves_no_finished_run_and_the_page_offers_a_fresh_start(app):
+    """The engine's process killed mid-run: the page says so (how it died, that the run is lost),
+    adds nothing to the history, and its button runs the same settings in a fresh engine."""
+    import os
+    import signal
+
+    from helpers import app_engine
+
+    client = app_engine()
+    app.button(key="step").click().run()
+    assert len(live(app).trace.rounds) == 1
+    os.kill(client.pid, signal.SIGKILL)
+    app.button(key="step").click().run()
+    assert not app.exception, app.exception
+    said = " ".join(e.value for e in app.error)
+    assert "killed by SIGKILL" in said and "not added to the history" in said, said
+    assert live(app).engine_died and not live(app).finished and app.session_state["history"] == []
+    app.button(key="restart_engine").click().run()  # Run, in a fresh engine
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert live(app).finished and len(app.session_state["history"]) == 1
+    assert client.alive and client.generation >= 2
 
 
 # --- share links: the Live settings in the URL ------------------------------------------------

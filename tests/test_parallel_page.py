@@ -85,10 +85,10 @@ def test_ssd_shows_no_number_until_its_branch_costs_are_measured():
     """The run timed no batched draft pass: SSD shows nothing (no lane, no metric) while the
     page measures the few it needs, which waits its turn for the engine like any live round.
     (γ = 5: passes no other test here measures; what was measured stays known in the process.)"""
-    from specviz.ui.pair import _loader
+    from helpers import app_engine
 
     at = _live_run(gamma=5)
-    with _loader("tiny", "float32").client:  # a live round holds the engine
+    with app_engine():  # a live round holds the engine
         at.switch_page(PAGE).run()
         assert not at.exception, at.exception
         assert _measuring(at)

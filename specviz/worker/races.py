@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specviz.analysis.compare import Comparison
-from specviz.measure.race import Baseline, Race, baseline_key
+from specviz.measure.race import Baseline, Race, baseline_key, same_load
 from specviz.record.run_config import RunConfig
 from specviz.record.run_trace import Round, Trace
 from specviz.worker.client import EngineClient
@@ -65,7 +65,6 @@ class Snapshot:
     not_reused_because: str | None
     comparison: Comparison | None
     done: bool
-    fair: bool | None
 
 
 class RaceSession:
@@ -96,7 +95,7 @@ class RaceSession:
         whole = sd if moved == "speculative" else ar
         tail = Tail.of(run.trace) if run is not None and whole is None else None
         return Snapshot(sd, r.sd.done, ar, r.ar is not None and r.ar.done, tail, r.baseline, r.reused,
-                        r.not_reused_because, r.comparison, r.done, r.fair)
+                        r.not_reused_because, r.comparison, r.done)
 
     def step(self) -> tuple[str, Round, Snapshot]:
         which, rnd = next(self.race)
@@ -132,7 +131,6 @@ class RemoteRace:
         self.not_reused_because: str | None = None
         self.comparison: Comparison | None = None
         self.done = False
-        self.fair: bool | None = None
         self.handle, snap = client.open(SESSION, dataclasses.replace(config, stop=list(config.stop)),
                                         against_target, same_prompt, reuse, run, waiting=waiting)
         self._apply(snap)
@@ -149,9 +147,17 @@ class RemoteRace:
             self.ar.done = snap.ar_done
         fresh = snap.baseline is not None and self.baseline is None and not snap.reused
         self.baseline, self.reused, self.not_reused_because = snap.baseline, snap.reused, snap.not_reused_because
-        self.comparison, self.done, self.fair = snap.comparison, snap.done, snap.fair
+        self.comparison, self.done = snap.comparison, snap.done
         if fresh:
             self.baselines[baseline_key(self.sd.trace.config)] = snap.baseline
+
+    @property
+    def fair(self) -> bool | None:
+        """As ``Race.fair``: whether the finished race's two runs saw the same load (None before
+        its end or without a target-alone run), from the traces as they stand here."""
+        if self.comparison is None or self.baseline is None:
+            return None
+        return same_load(self.sd.trace, self.baseline.trace)
 
     def __iter__(self) -> RemoteRace:
         return self
