@@ -388,3 +388,40 @@ def test_a_run_beside_an_idle_page_thread_is_not_marked(tiny_pair):
     with page_thread(spin=False):
         trace = run_sd(tiny_pair, **LONG)
     assert pages(trace) == [], trace.contention
+
+
+# --- the engine in a worker process: the UI's own process counts as the app's pages ----------------
+
+
+def test_a_ui_process_made_busy_marks_the_workers_run_as_the_apps_pages():
+    """With the engine in its worker (specviz.worker), the UI's process is the app's page work:
+    spinning in it on purpose while the worker times a race marks the run "this app's pages",
+    not "other programs"; the same race with the UI idle is not marked by it."""
+    from specviz.worker.client import EngineClient
+    from specviz.worker.protocol import Spec
+    from specviz.worker.races import RemoteRace
+
+    client = EngineClient(Spec("tiny", dtype="float32", device="cpu"))
+    try:
+        client.hello(choose_draft=False)
+        cfg = make_config(**LONG)
+        quiet = RemoteRace(client, cfg, against_target=False).run().sd.trace
+        stop = threading.Event()
+
+        def spin() -> None:  # pure Python: a core of this process's CPU time while the worker runs
+            while not stop.is_set():
+                sum(range(1000))
+
+        spinner = threading.Thread(target=spin, daemon=True)
+        spinner.start()
+        try:
+            busy_run = RemoteRace(client, cfg, against_target=False).run().sd.trace
+        finally:
+            stop.set()
+            spinner.join()
+    finally:
+        client.stop()
+    assert APP_PAGES not in {c.label for c in quiet.contention}, quiet.contention
+    marks = {c.label: c.cpu_share for c in busy_run.contention}
+    assert APP_PAGES in marks and marks[APP_PAGES] > 0.5, busy_run.contention
+    assert marks.get(OTHER_PROCESSES, 0.0) < 0.5, busy_run.contention  # not another program's
