@@ -1,7 +1,7 @@
 """Many users, one server: 8 browser sessions (Playwright contexts in one Chromium) run a
 generation each on the tiny pair at the same time, on loopback only.
 
-All sessions share one loaded pair, and forward passes take turns (specviz.engine.turns).
+All sessions share one loaded pair in its engine worker, whose requests take turns (specviz.worker.server).
 Every run must complete, every output must equal the same run's single-user output, and
 the longest wait is measured and printed: each session's time from Run to done under
 load, against the same run alone. Bounded in count (8 sessions) and time (the run timeout).
