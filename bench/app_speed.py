@@ -1,14 +1,16 @@
 """The app as fast as the engine: tok/s of a Live run in the browser against the CLI's.
 
 Serves the app headless on the default pair, opens the Live page in Debian's Chromium
-(Playwright, /usr/bin/chromium; never a downloaded browser), and times the code example
-at the app's γ (or --gamma; --tree for a token tree), 64 new tokens, the app's `auto` dtype,
-greedy: the speculative run's tok/s from the trace the page offers for download, against
-``specviz generate`` with the same prompt and settings in a fresh process.
-Interleaved (CLI, app, CLI, app, ...), median of --repeats; the browser stays open on
-the page throughout, as in a classroom.
+(Playwright, /usr/bin/chromium; never a downloaded browser), and times a prompt of our own (not
+one of the page's examples: --prompt to change it) at the app's settings (its γ or --gamma;
+--tree for a token tree; the draft variant and stop policy the page starts with), greedy: the
+speculative run's tok/s and the race's speedup from the trace and history the page offers for
+download, against ``specviz generate`` (and ``specviz race``'s speedup) with the settings the
+app's own run recorded, in a fresh process. The app's engine runs in its worker process
+(specviz.worker). Interleaved (CLI, app, CLI, app, ...), median of --repeats; the browser stays
+open on the page throughout, glancing at it every 3 s, as in a classroom.
 
-    python bench/app_speed.py                 # about 3 minutes once the pair is cached
+    python bench/app_speed.py                 # about 4 minutes once the pair is cached
     python bench/app_speed.py --repeats 5
     python bench/app_speed.py --gamma 12 --tree 16:2   # a token tree: 16 nodes, width 2, depth γ
 """
@@ -29,7 +31,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from specviz.ui.chrome import DEFAULTS, EXAMPLES
+from specviz.ui.chrome import DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -63,22 +65,40 @@ def serve(pair: str) -> Iterator[str]:
         server.wait(timeout=20)
 
 
-def cli_tps(prompt: str, gamma: int, max_new: int, dtype: str, tree: list[str]) -> float:
-    """The speculative run's tok/s (engine clock) from ``specviz generate`` in a fresh process."""
+PROSE = ("Explain to a friend who has never cooked why bread dough needs time to rise, and what "
+         "happens if you bake it too early.")
+
+
+def cli_flags(cfg) -> list[str]:
+    """``specviz generate`` flags for the settings of an app run (its trace's config)."""
+    flags = ["--prompt", cfg.prompt, "--gamma", str(cfg.gamma), "--max-new-tokens", str(cfg.max_new_tokens),
+             "--policy", cfg.policy, "--confidence", str(cfg.confidence), "--draft-quant", cfg.draft_quant,
+             "--dtype", cfg.dtype, "--temperature", str(cfg.temperature), "--seed", str(cfg.seed)]
+    if cfg.draft_vocab:
+        flags += ["--draft-vocab", str(cfg.draft_vocab)]
+    if cfg.tree_nodes:
+        flags += ["--tree", str(cfg.tree_nodes), "--tree-width", str(cfg.tree_width), "--tree-depth",
+                  str(cfg.tree_depth)]
+    if not cfg.chat:
+        flags.append("--raw")
+    for stop in cfg.stop:
+        flags += ["--stop", stop]
+    return flags
+
+
+def cli_json(command: str, flags: list[str]) -> dict:
+    """``specviz <command>`` (generate or compare) in a fresh process: the JSON it writes."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trace.json"
-        subprocess.run([sys.executable, "-m", "specviz", "generate", "--prompt", prompt, "--gamma", str(gamma),
-                        "--max-new-tokens", str(max_new), "--dtype", dtype, "--quiet", "--json", str(out), *tree],
+        subprocess.run([sys.executable, "-m", "specviz", command, *flags, "--quiet", "--json", str(out)],
                        check=True, capture_output=True, cwd=ROOT)
-        data = json.loads(out.read_text())
-    from specviz.record.run_trace import Trace
-
-    return Trace.from_dict(data).summary["tokens_per_second"]
+        return json.loads(out.read_text())
 
 
-def app_tps(page, expect) -> float:
-    """Press Run, wait for the run and its race to end, and read the run's tok/s from the
-    trace the page offers for download (the metric on the page is rounded to 0.1)."""
+def app_run(page, expect):
+    """Press Run, wait for the run and its race to end, and read the run's trace (tok/s, the
+    settings) and its race's speedup from what the page offers for download (the metrics on the
+    page are rounded)."""
     done = page.locator(".sv-badge.sv-finished")
     page.locator(".st-key-run button").filter(visible=True).click()
     expect(done).to_be_hidden(timeout=60_000)  # the last run's badge goes as this one starts
@@ -95,24 +115,45 @@ def app_tps(page, expect) -> float:
         page.locator(".st-key-dl_trace button").first.click()
     from specviz.record.run_trace import Trace
 
-    data = json.loads(Path(download.value.path()).read_text())
-    return Trace.from_dict(data).summary["tokens_per_second"]
+    trace = Trace.from_dict(json.loads(Path(download.value.path()).read_text()))
+    with page.expect_download() as download:
+        page.locator(".st-key-dl_history button").first.click()
+    rows = history_rows(Path(download.value.path()))
+    return trace, rows[-1].get("speedup")
+
+
+def history_rows(path: Path) -> list[dict]:
+    """The history download (CSV or JSON) as rows."""
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith(("[", "{")):
+        data = json.loads(text)
+        return data if isinstance(data, list) else data.get("runs", [])
+    import csv
+    import io
+
+    return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
+
+
+def _number(value: str):
+    try:
+        return float(value.strip("×⚠ "))
+    except ValueError:
+        return value
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--dtype", default="auto",
-                    help="the CLI's: auto, as the app (bf16 on a CPU with native bf16, else fp32)")
+    ap.add_argument("--prompt", default=PROSE, help="default: a prose prompt of our own, not a page example")
     ap.add_argument("--gamma", type=int, default=DEFAULTS["gamma"], help="γ (a tree's depth)")
     ap.add_argument("--tree", metavar="NODES:WIDTH", help="a dynamic token tree, as the Live page's sliders set it")
     args = ap.parse_args()
-    prompt, gamma, max_new = EXAMPLES["Code"], args.gamma, DEFAULTS["max_new_tokens"]
-    query, tree = f"?gamma={gamma}", []
+    from urllib.parse import quote
+
+    query = f"?gamma={args.gamma}&prompt={quote(args.prompt)}"
     if args.tree:
         nodes, width = args.tree.split(":")
         query += f"&draft_shape=tree&tree_nodes={nodes}&tree_width={width}"
-        tree = ["--tree", nodes, "--tree-width", width, "--tree-depth", str(gamma)]
     from playwright.sync_api import expect, sync_playwright
 
     with serve("default") as url, sync_playwright() as p:
@@ -120,22 +161,29 @@ def main() -> None:
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.goto(url + query)
         expect(page.locator(".st-key-run button").filter(visible=True)).to_be_visible(timeout=300_000)
-        app_tps(page, expect)  # warm-up: first run pays one-time set-up
-        cli, app = [], []
+        first, _ = app_run(page, expect)  # warm-up: first run pays one-time set-up; its settings are the CLI's
+        flags = cli_flags(first.config)
+        rows = []
         for i in range(args.repeats):
-            cli.append(cli_tps(prompt, gamma, max_new, args.dtype, tree))
-            app.append(app_tps(page, expect))
-            print(f"repeat {i + 1}: CLI {cli[-1]:.2f} tok/s, app {app[-1]:.2f} tok/s", flush=True)
+            from specviz.record.run_trace import Trace
+
+            cli = Trace.from_dict(cli_json("generate", flags)).summary["tokens_per_second"]
+            cli_speedup = cli_json("compare", flags)["speedup"]
+            trace, app_speedup = app_run(page, expect)
+            rows.append((cli, trace.summary["tokens_per_second"], cli_speedup, app_speedup))
+            print(f"repeat {i + 1}: CLI {rows[-1][0]:.2f} tok/s, app {rows[-1][1]:.2f} tok/s; race speedup CLI "
+                  f"×{cli_speedup:.2f}, app ×{app_speedup}", flush=True)
         browser.close()
-    c, a = statistics.median(cli), statistics.median(app)
+    med = [statistics.median(col) for col in zip(*rows, strict=True)]
+    cfg = first.config
     shape = f", tree {args.tree} (nodes:width)" if args.tree else ""
-    print(f"\ncode example, γ {gamma}{shape}, {max_new} new tokens, {args.dtype}, greedy, median of {args.repeats}")
-    print(f"{'':<6} {'tok/s':>7}")
-    print(f"{'CLI':<6} {c:7.2f}")
-    print(f"{'app':<6} {a:7.2f}")
-    ratios = [x / y for x, y in zip(app, cli, strict=True)]
-    print(f"app / CLI = {a / c:.2f} (ratio of the medians; goal >= 0.90); per repeat "
-          f"{', '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}")
+    print(f"\n{args.prompt[:40]!r}…, γ {cfg.gamma}{shape}, {cfg.policy}, draft {cfg.draft_quant}, {cfg.max_new_tokens} "
+          f"new tokens, {cfg.dtype}, greedy, median of {args.repeats}")
+    print(f"{'':<6} {'tok/s':>7} {'race speedup':>13}")
+    print(f"{'CLI':<6} {med[0]:7.2f} {med[2]:13.2f}")
+    print(f"{'app':<6} {med[1]:7.2f} {med[3]:13.2f}")
+    print(f"app / CLI tok/s = {med[1] / med[0]:.2f} (goal >= 0.95); race speedup app / CLI = {med[3] / med[2]:.2f} "
+          f"(goal within 5%)")
 
 
 if __name__ == "__main__":
