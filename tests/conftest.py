@@ -26,6 +26,7 @@ from helpers import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
     app_server_running,
+    drop_app_engines,
     free_port,
     other_share_now,
     recording_kv,
@@ -191,22 +192,10 @@ def specviz_cache(tmp_path, monkeypatch):
     cache = tmp_path / "specviz-cache"
     cache.mkdir()
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(cache))
-    _drop_app_engines()  # the app's engine worker reads the cache folder it started with: a fresh one
+    drop_app_engines()  # the app's engine worker reads the cache folder it started with: a fresh one
     yield cache
-    _drop_app_engines()  # for the next test: this cache folder goes
+    drop_app_engines()  # for the next test: this cache folder goes
 
-
-def _drop_app_engines() -> None:
-    """Forget the app's loaded pairs (st.cache_resource) and stop their engine workers, so the
-    next AppTest loads its pair, and starts its worker, in the environment of its own test."""
-    import streamlit as st
-
-    from specviz.worker.client import _clients
-
-    st.cache_resource.clear()
-    for client in list(_clients):
-        if client.spec.device == "auto":  # the app's (tests/test_worker.py's own say "cpu")
-            client.stop()
 
 
 @pytest.fixture

@@ -68,6 +68,19 @@ def app_engine(name: str = "tiny"):
     return found[0]
 
 
+def drop_app_engines() -> None:
+    """Forget the app's loaded pairs (st.cache_resource) and stop their engine workers, so the
+    next AppTest loads its pair, and starts its worker, in the environment of its own test."""
+    import streamlit as st
+
+    from specviz.worker.client import _clients
+
+    st.cache_resource.clear()
+    for client in list(_clients):
+        if client.spec.device == "auto":  # the app's (tests/test_worker.py's own say "cpu")
+            client.stop()
+
+
 def int8_needs_cpu(pair, quant: str = "int8") -> None:
     """Skip a test that runs the int8 draft where the pair is not on the CPU (SPECVIZ_TEST_DEVICE):
     the int8 draft is CPU only (PyTorch's dynamic int8 kernels, specviz/models/int8.py)."""

@@ -102,10 +102,13 @@ STAND_IN = Choice(INT8, 0.18, 0.42, tuple(costs(full=0.42, int8=0.18, cut=0.34))
 @pytest.fixture
 def picked(monkeypatch, app_tiny_only):
     """The tiny pair's loader, with a stand-in measurement: the int8 draft picked."""
-    def choose(self):
+    greet = ui_pair.PairLoader._greet_worker
+
+    def choose(self):  # the worker's answer, its measurement replaced by the stand-in
+        greet(self)
         self.pair.draft_choice = STAND_IN
 
-    monkeypatch.setattr(ui_pair.PairLoader, "_choose_draft", choose)
+    monkeypatch.setattr(ui_pair.PairLoader, "_greet_worker", choose)
     ui_pair._loader.clear()
     yield
     loader = ui_pair._loader("tiny", "float32", ())

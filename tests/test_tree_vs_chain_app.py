@@ -4,15 +4,28 @@ click to run that chain when there is none (AppTest, tiny pair, English and Chin
 from __future__ import annotations
 
 import pytest
+from helpers import drop_app_engines
 from streamlit.testing.v1 import AppTest
 
 from specviz.record.i18n import gettext_for, template_pattern
 from tests.test_busy import _mark_busy, open_live
 
 
+@pytest.fixture(scope="module", autouse=True)
+def runs_unmarked_by_the_machine():
+    """These runs are marked only by ``_mark_busy``, never by the machine's load (this module runs
+    beside others): the threshold is the engine worker's, read when it starts, so the app's worker
+    starts afresh with it, and again without it after the module."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECVIZ_BUSY_CORES", "inf")
+        drop_app_engines()
+        yield
+    drop_app_engines()
+
+
 @pytest.fixture
-def live_app(app_tiny_only, monkeypatch) -> AppTest:
-    return open_live(monkeypatch)
+def live_app(app_tiny_only) -> AppTest:
+    return open_live()
 
 
 def tps_delta(at: AppTest, label: str = "Tokens / s") -> str | None:
@@ -106,7 +119,7 @@ def test_the_comparison_in_chinese(app_tiny_only, monkeypatch):
         m = template_pattern(zh(template)).match(text or "")
         return bool(m) and all(m.group(k) == str(v) for k, v in values.items())
 
-    at = open_live(monkeypatch, lang="zh")
+    at = open_live(lang="zh")
     run_tree(at)
     offer = at.button(key="run_chain")
     assert said("Run the chain at γ = {gamma}", offer.label, gamma=5)

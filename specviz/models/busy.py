@@ -62,8 +62,10 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 # Other processes' share of the cores, in cores, from which a run is marked as timed on a busy
 # machine: above what Chromium showing the Live page costs, below two busy programs
-# (bench/busy_threshold.py; its numbers in docs/design.md, "A busy machine").
-BUSY_CORES = 0.9
+# (bench/busy_threshold.py; its numbers in docs/design.md, "A busy machine"). SPECVIZ_BUSY_CORES
+# sets another, read when the process starts (the app's engine worker: when it is started): on
+# a machine whose steady background load you accept, a higher one; "inf" marks no run.
+BUSY_CORES = float(os.environ.get("SPECVIZ_BUSY_CORES") or 0.9)
 
 # The app's own page work's share of the cores from which a run is marked. Every core the page's
 # threads take during a pass is one the engine's threads (as many as the cores) wait for, so
