@@ -227,7 +227,7 @@ def test_a_worker_ends_with_the_ui_that_started_it():
 
 def test_exit_status_in_words():
     assert exit_text(-signal.SIGKILL) == "killed by SIGKILL"
-    assert exit_text(1) == "exit code 1" and exit_text(None) == "still running"
+    assert exit_text(1) == "exit code 1" and exit_text(None) == "no exit status"
 
 
 # --- turns ------------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ mid-run leaves the run unfinished (no history row) and the page offers to start 
 from __future__ import annotations
 
 import dataclasses
-import signal
 import time
 
 import streamlit as st
@@ -39,6 +38,7 @@ from specviz.ui.state import (
     signature,
 )
 from specviz.ui.view import Badge, RunView, animate_round, stop_reason_text
+from specviz.worker.client import exit_text
 from specviz.worker.protocol import WorkerDied
 from specviz.worker.races import RemoteRace
 
@@ -228,17 +228,8 @@ def died_text(exc: WorkerDied) -> str:
     if exc.restarted:
         return _("The engine's process was started again since this run began, so this run is lost and was not "
                  "added to the history.")
-    if exc.code is not None and exc.code < 0:
-        try:
-            how = _("killed by {signal}").format(signal=signal.Signals(-exc.code).name)
-        except ValueError:
-            how = _("killed by signal {n}").format(n=-exc.code)
-    elif exc.code is not None:
-        how = _("exit code {code}").format(code=exc.code)
-    else:
-        how = _("no exit status")
     return _("The engine's process stopped mid-run ({how}), so this run is lost and was not added to the "
-             "history.").format(how=how)
+             "history.").format(how=exit_text(exc.code, _))
 
 
 def _waiting(view: RunView, ahead: int) -> None:

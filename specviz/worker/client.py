@@ -32,6 +32,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Connection
 
 from specviz.record.errors import SpecvizError
+from specviz.record.i18n import N_
 from specviz.worker.protocol import AUTHKEY_ENV, Hello, Spec, WorkerDied
 
 CONNECT_TIMEOUT_S = 120.0  # how long a connection may wait for a starting worker's socket
@@ -48,16 +49,17 @@ Waiting = Callable[[int], None]
 _clients: weakref.WeakSet[EngineClient] = weakref.WeakSet()
 
 
-def exit_text(code: int | None) -> str:
-    """A worker's exit status in words: "exit code 1", "killed by SIGKILL"."""
+def exit_text(code: int | None, tr: Callable[[str], str] = lambda text: text) -> str:
+    """A worker's exit status in words ("exit code 1", "killed by SIGKILL"), through ``tr``
+    (a page's translator; the library's messages stay English)."""
     if code is None:
-        return "still running"
+        return tr(N_("no exit status"))
     if code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return tr(N_("killed by {signal}")).format(signal=signal.Signals(-code).name)
         except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+            return tr(N_("killed by signal {n}")).format(n=-code)
+    return tr(N_("exit code {code}")).format(code=code)
 
 
 class EngineClient:
