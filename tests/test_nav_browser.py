@@ -260,6 +260,9 @@ def _step_on_screen(page, flavour: str, n: int, lang: str) -> tour.Step:
 
 
 def _next(page) -> None:
+    """Next (or Finish), once the bar is drawn: on a loaded 2-core machine the page arriving from
+    a switch was once blank for over 30 s after its bar had first shown."""
+    expect(button(page, "tour_next")).to_be_visible(timeout=RUN_TIMEOUT_MS)
     button(page, "tour_next").click()
 
 

@@ -23,7 +23,7 @@ from specviz.measure.race import Race
 from specviz.record.errors import BadInput, ModelError, SpecvizError
 from specviz.worker.client import EngineClient, exit_text
 from specviz.worker.protocol import EngineFailed, Spec, WorkerDied
-from specviz.worker.races import RemoteRace
+from specviz.worker.races import SESSION, RemoteRace
 
 TINY = Spec("tiny", dtype="float32", device="cpu")
 DESCRIBE = "specviz.models.pair:ModelPair.describe"  # a quick call: the pair card's dict
@@ -236,8 +236,9 @@ def test_exit_status_in_words():
 def test_turns_are_first_come_first_served_and_a_waiter_who_gives_up_leaves(client):
     """While the engine is held, callers wait in the order they asked, each told its place as it
     changes; one that gives up (its ``waiting`` raises, as a Streamlit rerun does) leaves the line
-    and the ones behind it move up."""
-    done, places, errors = [], {}, []
+    and the ones behind it move up. The worker numbers the objects it opens in the order it serves
+    them, so the handles show the serve order (the order the threads wake up in does not)."""
+    handles, places, errors = {}, {}, []
 
     class GaveUp(Exception):
         pass
@@ -249,10 +250,10 @@ def test_turns_are_first_come_first_served_and_a_waiter_who_gives_up_leaves(clie
                 raise GaveUp
 
         try:
-            client.call(DESCRIBE, waiting=waiting)
-            done.append(name)
+            handles[name], _ = client.open(SESSION, make_config(max_new_tokens=4), False, {}, False, None,
+                                           waiting=waiting)
         except GaveUp:
-            done.append(name + " gave up")
+            handles[name] = None
         except Exception as exc:  # pragma: no cover - shown by the assertion below
             errors.append(exc)
 
@@ -271,10 +272,13 @@ def test_turns_are_first_come_first_served_and_a_waiter_who_gives_up_leaves(clie
                 threads[-1].join(30)  # b left the line: c takes its place
             else:
                 told(name, place)
-        assert done == ["b gave up"]
+        assert handles == {"b": None}  # nobody served while the engine is held
     for t in threads:
-        t.join(30)
-    assert not errors and done == ["b gave up", "a", "c", "d"]
+        t.join(60)
+    assert not errors, errors
+    assert handles["b"] is None and handles["a"] < handles["c"] < handles["d"], handles
+    for name in "acd":
+        client.close(handles[name])
     # each told its place whenever it changed: at the release, and as each ahead was served
     assert places == {"a": [1], "b": [2], "c": [2, 1], "d": [3, 2, 1]}
 
