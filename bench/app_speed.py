@@ -86,12 +86,14 @@ def cli_flags(cfg) -> list[str]:
     return flags
 
 
-def cli_json(command: str, flags: list[str]) -> dict:
+def cli_json(command: str, flags: list[str], keep: Path | None = None) -> dict:
     """``specviz <command>`` (generate or compare) in a fresh process: the JSON it writes."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "trace.json"
         subprocess.run([sys.executable, "-m", "specviz", command, *flags, "--quiet", "--json", str(out)],
                        check=True, capture_output=True, cwd=ROOT)
+        if keep is not None:
+            keep.write_bytes(out.read_bytes())
         return json.loads(out.read_text())
 
 
@@ -122,6 +124,28 @@ def app_run(page, expect):
     return trace, rows[-1].get("speedup")
 
 
+def cpu_by_program() -> dict[str, float]:
+    """CPU seconds used so far by each program on the machine (by process name, or a Python's
+    ``-m`` module, summed over its processes; /proc), to say who took the CPU while the app ran."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            name, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            if name.startswith("python") and b"-m" in argv:
+                name = argv[argv.index(b"-m") + 1].decode()
+            used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return used
+
+
+def cpu_note(before: dict[str, float], after: dict[str, float], top: int = 5) -> str:
+    """The programs that used the most CPU between two ``cpu_by_program`` readings."""
+    spent = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)[:top]
+    return ", ".join(f"{name} {seconds:.1f} s" for seconds, name in spent if seconds >= 0.05)
+
+
 def history_rows(path: Path) -> list[dict]:
     """The history download (CSV or JSON) as rows."""
     text = path.read_text(encoding="utf-8")
@@ -147,7 +171,10 @@ def main() -> None:
     ap.add_argument("--prompt", default=PROSE, help="default: a prose prompt of our own, not a page example")
     ap.add_argument("--gamma", type=int, default=DEFAULTS["gamma"], help="γ (a tree's depth)")
     ap.add_argument("--tree", metavar="NODES:WIDTH", help="a dynamic token tree, as the Live page's sliders set it")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="write each run's trace there (cli-N.json, app-N.json)")
     args = ap.parse_args()
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     from urllib.parse import quote
 
     query = f"?gamma={args.gamma}&prompt={quote(args.prompt)}"
@@ -167,12 +194,17 @@ def main() -> None:
         for i in range(args.repeats):
             from specviz.record.run_trace import Trace
 
-            cli = Trace.from_dict(cli_json("generate", flags)).summary["tokens_per_second"]
+            keep = args.keep / f"cli-{i + 1}.json" if args.keep else None
+            cli = Trace.from_dict(cli_json("generate", flags, keep)).summary["tokens_per_second"]
             cli_speedup = cli_json("compare", flags)["speedup"]
+            before = cpu_by_program()
             trace, app_speedup = app_run(page, expect)
+            print(f"  CPU during the app's run and race: {cpu_note(before, cpu_by_program())}", flush=True)
+            if args.keep:
+                (args.keep / f"app-{i + 1}.json").write_text(json.dumps(trace.to_dict()))
             rows.append((cli, trace.summary["tokens_per_second"], cli_speedup, app_speedup))
             print(f"repeat {i + 1}: CLI {rows[-1][0]:.2f} tok/s, app {rows[-1][1]:.2f} tok/s; race speedup CLI "
-                  f"×{cli_speedup:.2f}, app ×{app_speedup}", flush=True)
+                  f"×{cli_speedup:.2f}, app ×{app_speedup:.2f}", flush=True)
         browser.close()
     med = [statistics.median(col) for col in zip(*rows, strict=True)]
     cfg = first.config
