@@ -92,9 +92,10 @@ def cli_json(command: str, flags: list[str], keep: Path | None = None) -> dict:
         out = Path(tmp) / "trace.json"
         subprocess.run([sys.executable, "-m", "specviz", command, *flags, "--quiet", "--json", str(out)],
                        check=True, capture_output=True, cwd=ROOT)
+        text = out.read_text()
         if keep is not None:
-            keep.write_bytes(out.read_bytes())
-        return json.loads(out.read_text())
+            keep.write_text(text)
+        return json.loads(text)
 
 
 def app_run(page, expect):
@@ -121,7 +122,9 @@ def app_run(page, expect):
     with page.expect_download() as download:
         page.locator(".st-key-dl_history button").first.click()
     rows = history_rows(Path(download.value.path()))
-    return trace, rows[-1].get("speedup")
+    speedup = rows[-1].get("speedup")
+    assert isinstance(speedup, float), f"the run's history row has no race speedup: {rows[-1]}"
+    return trace, speedup
 
 
 def cpu_by_program() -> dict[str, float]:

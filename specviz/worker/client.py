@@ -32,7 +32,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Connection
 
 from specviz.record.errors import SpecvizError
-from specviz.record.i18n import N_
+from specviz.record.i18n import N_, Translator
 from specviz.worker.protocol import AUTHKEY_ENV, Hello, Spec, WorkerDied
 
 CONNECT_TIMEOUT_S = 120.0  # how long a connection may wait for a starting worker's socket
@@ -49,7 +49,7 @@ Waiting = Callable[[int], None]
 _clients: weakref.WeakSet[EngineClient] = weakref.WeakSet()
 
 
-def exit_text(code: int | None, tr: Callable[[str], str] = lambda text: text) -> str:
+def exit_text(code: int | None, tr: Translator = N_) -> str:
     """A worker's exit status in words ("exit code 1", "killed by SIGKILL"), through ``tr``
     (a page's translator; the library's messages stay English)."""
     if code is None:
