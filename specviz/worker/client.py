@@ -38,11 +38,8 @@ from specviz.worker.protocol import AUTHKEY_ENV, Hello, Spec, WorkerDied
 CONNECT_TIMEOUT_S = 120.0  # how long a connection may wait for a starting worker's socket
 STOP_GRACE_S = 5.0
 # How long the worker's OpenMP threads spin for the next parallel region before they sleep
-# (libgomp's default: 300,000 turns). Beside the UI and the browser, the default's spinning
-# threads took the cores those needed, and were descheduled at their barriers: with 8 sessions
-# on 2 cores a tiny pair's round took 57 ms instead of 8 (docs/design.md, "The engine in a
-# process of its own"). 20,000 kept a lone run's speed (default pair, CLI: 6.04 against 6.14
-# tok/s, medians of 7 and 5); sleeping at once (OMP_WAIT_POLICY=PASSIVE) cost it 26%.
+# (libgomp's default: 300,000 turns; too long beside the UI and the browser, too short costs a
+# lone run its speed): measured in docs/design.md, "The engine in a process of its own".
 SPIN_COUNT = "20000"
 Waiting = Callable[[int], None]
 
