@@ -129,17 +129,17 @@ def app_run(page, expect):
 
 def cpu_by_program() -> dict[str, float]:
     """CPU seconds used so far by each program on the machine (by process name, or a Python's
-    ``-m`` module, summed over its processes; /proc), to say who took the CPU while the app ran."""
-    tick = os.sysconf("SC_CLK_TCK")
+    ``-m`` module, summed over its processes), to say who took the CPU while the app ran."""
+    import psutil
+
     used: dict[str, float] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            text = stat.read_text()
-            name, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
-            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
-            if name.startswith("python") and b"-m" in argv:
-                name = argv[argv.index(b"-m") + 1].decode()
-            used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    for proc in psutil.process_iter(["name", "cmdline", "cpu_times"]):
+        name, argv, times = proc.info["name"] or "?", proc.info["cmdline"] or [], proc.info["cpu_times"]
+        if times is None:  # gone, or not ours to read
+            continue
+        if name.startswith("python") and "-m" in argv[:-1]:
+            name = argv[argv.index("-m") + 1]
+        used[name] = used.get(name, 0.0) + times.user + times.system
     return used
 
 
