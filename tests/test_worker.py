@@ -8,6 +8,7 @@ exceptions. (Its busy mark, the UI process's own CPU time, is tested in test_bus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -288,3 +289,50 @@ def test_a_turn_without_a_worker_holds_nothing():
     c.stop()
     with c.turn():  # a page may measure on its own copy while no worker runs
         pass
+
+
+# --- the Live page's full-speed loop over the worker ------------------------------------------------
+
+
+class _DrawnView:
+    """A RunView's drawing methods, recording which ones the loop calls (the page itself is tested
+    in the browser; here, the loop's choice of what to redraw while a run is timed)."""
+
+    DRAWS = ("status", "strip", "output", "stats", "charts", "timeline", "tree", "race")
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def reading_prompt(self, read):
+        return contextlib.nullcontext()
+
+    def __getattr__(self, name):
+        if name not in self.DRAWS:
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self.calls.append(name)
+
+
+def test_a_full_speed_run_redraws_only_its_status_line_until_it_ends(client, monkeypatch):
+    """Run at full speed (controller.play) redraws its status line and nothing else while a pass
+    may be timed: the tokens, numbers and charts come when the run ends (the page's redraw took
+    the CPU from the next pass: docs/design.md). Redrawing as often as possible here, the status
+    is drawn after rounds; the race's progress only once the speculative run has ended."""
+    import streamlit as st
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+    from specviz.ui import controller
+    from specviz.ui.state import LiveState
+
+    monkeypatch.setattr(controller, "STATUS_EVERY_S", 0.0)
+    monkeypatch.setattr(controller, "RACE_EVERY_S", 0.0)
+    st.session_state["history"] = []
+    state = LiveState(race=RemoteRace(client, make_config(max_new_tokens=24)))
+    state.playing = "run"
+    view = _DrawnView()
+    with contextlib.suppress(RerunException):  # play ends with st.rerun(): the page drawn afresh
+        controller.play(view, state, speed=0.0)
+    assert state.error is None and state.race.done
+    sd_rounds = len(state.trace.rounds)
+    assert view.calls[:sd_rounds - 1] == ["status"] * (sd_rounds - 1), view.calls
+    assert set(view.calls) == {"status", "race"}, view.calls
+    assert len(st.session_state["history"]) == 1

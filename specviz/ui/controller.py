@@ -42,8 +42,11 @@ from specviz.worker.client import exit_text
 from specviz.worker.protocol import WorkerDied
 from specviz.worker.races import RemoteRace
 
-RENDER_EVERY_S = 1.0  # Run at full speed redraws the text and numbers at most this often...
-CHARTS_EVERY_S = 4.0  # ...and the charts this often: the browser shares the CPU with the models
+# Run at full speed redraws only its status line (the round, the tokens so far), at most this
+# often; the tokens, numbers and charts are drawn once the run ends. Any bigger redraw took the
+# CPU from the pass timed next (docs/design.md, "What the page draws while a run is timed").
+STATUS_EVERY_S = 1.0
+RACE_EVERY_S = 4.0  # the race's progress bar, while the target alone runs
 
 
 def start_run(pair: ModelPair, state: LiveState, cfg: RunConfig) -> None:
@@ -291,9 +294,9 @@ def advance(view: RunView, state: LiveState, speed: float, animate: bool) -> boo
 
 
 def _race_progress(view: RunView, state: LiveState, done: int, total: int) -> None:
-    """Redraw the race's progress bar at most every CHARTS_EVERY_S."""
+    """Redraw the race's progress bar at most every RACE_EVERY_S."""
     now = time.monotonic()
-    if now - getattr(view, "race_drawn_at", 0.0) > CHARTS_EVERY_S:
+    if now - getattr(view, "race_drawn_at", 0.0) > RACE_EVERY_S:
         view.race(state, progress=(done, total))
         view.race_drawn_at = now
 
@@ -301,22 +304,19 @@ def _race_progress(view: RunView, state: LiveState, done: int, total: int) -> No
 def play(view: RunView, state: LiveState, speed: float) -> None:
     """Keep going while Run or Autoplay is on. A click on any widget interrupts this loop
     (Streamlit reruns); the state survives and the next script run picks it up."""
-    last = last_charts = time.monotonic()
+    last = time.monotonic()
     while state.playing:
         animate = state.playing == "autoplay" and speed > 0
         if not advance(view, state, speed, animate):
             state.playing = None
             break
         now = time.monotonic()
-        if not animate and not state.sd_done and now - last > RENDER_EVERY_S:
+        if not animate and not state.sd_done and now - last > STATUS_EVERY_S:
             tr = state.trace
             view.status(_("Running at full speed: round {n}, {tokens} tokens").format(
-                n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), Badge.LIVE)
-            view.strip(tr.rounds)
-            view.stats(tr, note=contention_note(tr))
-            if now - last_charts > CHARTS_EVERY_S:
-                view.charts(tr)
-                last_charts = now
+                n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), Badge.LIVE,
+                note=_("The tokens and charts are drawn when the run ends: drawing them now would take "
+                       "the CPU from the models being timed."))
             last = now
     st.rerun()  # one clean redraw of the whole page: history, buttons, final numbers
 

@@ -167,7 +167,7 @@ def toolbar(busy: bool, lowered: int | None = None) -> Slots:
             st.caption(_("γ = {old} is deeper than a tree may be: set to {most}.").format(old=lowered, most=most))
     bar[1].button(_("Run"), key="run", type="primary", icon=":material/play_arrow:", width="stretch",
                   shortcut=SHORTCUTS["run"], on_click=set_cmd, args=("run",),
-                  help=_("A fresh run at full speed; the page updates as rounds complete."))
+                  help=_("A fresh run at full speed; the status line counts its rounds, and the page draws the run when it ends."))
     bar[2].button(_("Step"), key="step", icon=":material/skip_next:", width="stretch",
                   shortcut=SHORTCUTS["step"], on_click=set_cmd, args=("step",),
                   help=_("One round, in slow motion: draft, verify, verdict."))
