@@ -156,6 +156,18 @@ def test_a_run_on_a_quiet_machine_is_not_marked(tiny_pair, quiet_machine):
 
 
 @needs_fork
+def test_settle_waits_while_other_processes_are_busy_and_no_longer_than_its_bound():
+    with busy_loops(2):
+        waited = busy.settle(max_s=0.4, window_s=0.1)
+    assert 0.3 <= waited < 0.7, waited  # every window busy: the whole bound, not a window more
+
+
+def test_settle_returns_after_one_window_on_a_quiet_machine(quiet_machine):
+    waited = busy.settle(max_s=2.0, window_s=0.1)
+    assert waited < 1.0, (waited, other_share_now())  # most often one window: 0.1 s
+
+
+@needs_fork
 def test_busy_loops_while_the_run_is_held_do_not_mark_it(tiny_pair, quiet_machine):
     """Between rounds (the caller holds one: drawing it, waiting for Step) the clock and the
     meter are stopped: a program busy only then costs the run nothing."""

@@ -222,6 +222,34 @@ def is_busy(other_s: float, wall_s: float, spans: int, cpus: int, threshold: flo
     return wall_s > 0 and other_s - threshold * wall_s > 3 * resolution_s(spans, cpus, tick_s)
 
 
+SETTLE_MAX_S = 0.5  # the longest a timed pass waits for the page's redraw (``settle``)
+SETTLE_QUIET_CORES = 0.25  # every other process together under this share of the cores: settled
+
+
+def settle(max_s: float = SETTLE_MAX_S, window_s: float = 0.1, quiet_cores: float = SETTLE_QUIET_CORES) -> float:
+    """Wait, at most ``max_s``, until every other process on this process's CPUs together (the
+    app's UI and the browser drawing what it just sent among them) took under ``quiet_cores``
+    cores over a window of ``window_s``; returns the seconds waited. The engine worker calls it
+    before a round that follows a redraw, off the run's clock: on a small machine the browser
+    digests a redraw while the next pass runs and takes one of its threads' cores (the pass after
+    the Run click's redraw took 396–961 ms instead of 323; docs/design.md)."""
+    proc = psutil.Process()
+    try:
+        cpus = sorted(proc.cpu_affinity())
+    except (AttributeError, psutil.Error):
+        cpus = list(range(psutil.cpu_count() or 1))
+
+    def others() -> float:
+        return busy_seconds(psutil.cpu_times(percpu=True), cpus) - own_seconds(proc.cpu_times())
+
+    start = time.perf_counter()
+    while True:
+        before = others()
+        time.sleep(window_s)
+        if others() - before < quiet_cores * window_s or time.perf_counter() - start + window_s > max_s:
+            return time.perf_counter() - start
+
+
 class CpuMeter:
     """Other processes' CPU time over a run's timed spans: ``start()`` at each span's start,
     ``stop()`` at its end (about 60 µs each: two reads of /proc on Linux). ``share`` is the

@@ -245,11 +245,13 @@ def _next(view: RunView, state: LiveState):
     """One round of the race: ("speculative" | "autoregressive", Round), or None at its end.
     Waits its turn for the engine, saying so on the page while others are ahead; a round
     that reads the prompt first says so while it runs, and its reads are kept as this
-    machine's prefill rate."""
+    machine's prefill rate. A round that follows a redraw waits, off the clock, for the machine
+    to settle (``EngineClient.next``): the browser draws what it was just sent meanwhile."""
     read = state.next_read
+    settle, view.drawn = getattr(view, "drawn", True), False  # a fresh view: the page was just drawn
     try:
         with view.reading_prompt(read):
-            step = state.race.step(waiting=lambda n: _waiting(view, n))
+            step = state.race.step(waiting=lambda n: _waiting(view, n), settle=settle)
     except StopIteration:
         return None
     if read is not None:
@@ -284,6 +286,7 @@ def advance(view: RunView, state: LiveState, speed: float, animate: bool) -> boo
         which, rnd = step
         if which == "speculative" and animate:
             animate_round(view, state.trace, rnd, speed)
+            view.drawn = True
         elif which == "autoregressive":
             ar = state.race.ar.trace
             _race_progress(view, state, len(ar.output_ids), ar.config.max_new_tokens)
@@ -299,6 +302,7 @@ def _race_progress(view: RunView, state: LiveState, done: int, total: int) -> No
     if now - getattr(view, "race_drawn_at", 0.0) > RACE_EVERY_S:
         view.race(state, progress=(done, total))
         view.race_drawn_at = now
+        view.drawn = True
 
 
 def play(view: RunView, state: LiveState, speed: float) -> None:
@@ -317,6 +321,7 @@ def play(view: RunView, state: LiveState, speed: float) -> None:
                 n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), Badge.LIVE,
                 note=_("The tokens and charts are drawn when the run ends: drawing them now would take "
                        "the CPU from the models being timed."))
+            view.drawn = True
             last = now
     st.rerun()  # one clean redraw of the whole page: history, buttons, final numbers
 

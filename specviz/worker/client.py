@@ -250,9 +250,10 @@ class EngineClient:
         """``cls(pair, *args, **kwargs)`` kept in the worker: (its handle, its first snapshot)."""
         return self.request(("open", cls, args, kwargs), waiting)
 
-    def next(self, handle: int, waiting: Waiting | None = None):
-        """The object's next ``step()``; StopIteration(final snapshot) at its end."""
-        return self.request(("next", handle), waiting)
+    def next(self, handle: int, waiting: Waiting | None = None, settle: bool = False):
+        """The object's next ``step()``; StopIteration(final snapshot) at its end. ``settle``: the
+        caller has just drawn; the step waits (off the run's clock) for the machine to settle."""
+        return self.request(("next", handle, True) if settle else ("next", handle), waiting)
 
     def close(self, handle: int) -> None:
         self.notify(("close", handle))

@@ -8,6 +8,8 @@ Requests (UI → worker), each answered in turn, first come first served:
                                                  calls arrive as ("progress", fraction, message)
     ("open", "module:Class", args, kw)       -> ("ok", (handle, obj.snapshot()))   obj = Class(pair, *args, **kw)
     ("next", handle)                         -> ("item", obj.step()) | ("end", obj.snapshot())
+    ("next", handle, True): the same, once the machine has settled (``busy.settle``): the caller
+                                                 has just drawn, and its browser is drawing
     ("hold",)                                -> ("granted",): nothing else runs until ("release",)
 
 and, taken on arrival without an answer: ("release",), ("close", handle). (The worker ends when

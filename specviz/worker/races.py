@@ -165,13 +165,14 @@ class RemoteRace:
     def __next__(self) -> tuple[str, Round]:
         return self.step()
 
-    def step(self, waiting: Callable[[int], None] | None = None) -> tuple[str, Round]:
+    def step(self, waiting: Callable[[int], None] | None = None, settle: bool = False) -> tuple[str, Round]:
+        """The next round; ``settle``: the page has just drawn (``EngineClient.next``)."""
         if self.done:
             raise StopIteration
         if self.client.generation != self.generation:
             raise WorkerDied("The engine was restarted since this run began, so the run is lost.", restarted=True)
         try:
-            which, rnd, snap = self.client.next(self.handle, waiting)
+            which, rnd, snap = self.client.next(self.handle, waiting, settle)
         except StopIteration as end:
             self._apply(end.value)
             raise StopIteration from None

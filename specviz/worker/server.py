@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict, deque
 from multiprocessing.connection import Connection, Listener, wait
 
+from specviz.models import busy
 from specviz.record.errors import SpecvizError
 from specviz.worker.protocol import AUTHKEY_ENV, QUEUED, EngineFailed, Hello, Spec, resolve, sendable
 
@@ -155,6 +156,8 @@ class Server:
             if obj is None:
                 raise SpecvizError("This run is no longer kept by the engine (too many runs were opened since).")
             self.objects.move_to_end(request[1])
+            if request[2:3] == (True,):
+                busy.settle()
             try:
                 return ("item", obj.step())
             except StopIteration:
@@ -202,8 +205,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("specviz.worker: started without its key; the app starts it (specviz.worker.client)")
     parent = os.getppid()
     die_with_parent()
-    from specviz.models import busy
-
     busy.count_app_process(parent)  # the UI's CPU time is the app's page work, not another program's
     listener = Listener(args.address, family="AF_UNIX", authkey=bytes.fromhex(key))
     spec = Spec(**json.loads(args.spec))
