@@ -44,8 +44,9 @@ from specviz.worker.races import RemoteRace
 
 # Run at full speed redraws only its status line (the round, the tokens so far), at most this
 # often; the tokens, numbers and charts are drawn once the run ends. Any bigger redraw took the
-# CPU from the pass timed next (docs/design.md, "What the page draws while a run is timed").
-STATUS_EVERY_S = 1.0
+# CPU from the pass timed next (docs/design.md, "What the page draws while a run is timed"); the
+# status line's costs the next pass about 30 ms, and is not waited for (``_next``).
+STATUS_EVERY_S = 2.0
 RACE_EVERY_S = 4.0  # the race's progress bar, while the target alone runs
 
 
@@ -245,8 +246,9 @@ def _next(view: RunView, state: LiveState):
     """One round of the race: ("speculative" | "autoregressive", Round), or None at its end.
     Waits its turn for the engine, saying so on the page while others are ahead; a round
     that reads the prompt first says so while it runs, and its reads are kept as this
-    machine's prefill rate. A round that follows a redraw waits, off the clock, for the machine
-    to settle (``EngineClient.next``): the browser draws what it was just sent meanwhile."""
+    machine's prefill rate. A run's first round (the page was just drawn) and a round after one
+    in slow motion wait, off the clock, for the machine to settle (``EngineClient.next``, at
+    most half a second): the browser draws what it was just sent meanwhile."""
     read = state.next_read
     settle, view.drawn = getattr(view, "drawn", True), False  # a fresh view: the page was just drawn
     try:
@@ -302,7 +304,6 @@ def _race_progress(view: RunView, state: LiveState, done: int, total: int) -> No
     if now - getattr(view, "race_drawn_at", 0.0) > RACE_EVERY_S:
         view.race(state, progress=(done, total))
         view.race_drawn_at = now
-        view.drawn = True
 
 
 def play(view: RunView, state: LiveState, speed: float) -> None:
@@ -321,7 +322,6 @@ def play(view: RunView, state: LiveState, speed: float) -> None:
                 n=len(tr.rounds), tokens=len(tr.output_ids)), _("live"), Badge.LIVE,
                 note=_("The tokens and charts are drawn when the run ends: drawing them now would take "
                        "the CPU from the models being timed."))
-            view.drawn = True
             last = now
     st.rerun()  # one clean redraw of the whole page: history, buttons, final numbers
 
