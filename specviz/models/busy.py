@@ -222,6 +222,14 @@ def is_busy(other_s: float, wall_s: float, spans: int, cpus: int, threshold: flo
     return wall_s > 0 and other_s - threshold * wall_s > 3 * resolution_s(spans, cpus, tick_s)
 
 
+def own_cpus(proc: psutil.Process) -> list[int]:
+    """The CPUs ``proc`` may run on (every CPU where a platform has no affinity: macOS)."""
+    try:
+        return sorted(proc.cpu_affinity())
+    except (AttributeError, psutil.Error):
+        return list(range(psutil.cpu_count() or 1))
+
+
 SETTLE_MAX_S = 0.5  # the longest a timed pass waits for the page's redraw (``settle``)
 SETTLE_QUIET_CORES = 0.25  # every other process together under this share of the cores: settled
 
@@ -234,10 +242,7 @@ def settle(max_s: float = SETTLE_MAX_S, window_s: float = 0.1, quiet_cores: floa
     digests a redraw while the next pass runs and takes one of its threads' cores (the pass after
     the Run click's redraw took 396–961 ms instead of 323; docs/design.md)."""
     proc = psutil.Process()
-    try:
-        cpus = sorted(proc.cpu_affinity())
-    except (AttributeError, psutil.Error):
-        cpus = list(range(psutil.cpu_count() or 1))
+    cpus = own_cpus(proc)
 
     def others() -> float:
         return busy_seconds(psutil.cpu_times(percpu=True), cpus) - own_seconds(proc.cpu_times())
@@ -257,10 +262,7 @@ class CpuMeter:
 
     def __init__(self) -> None:
         self._proc = psutil.Process()
-        try:
-            self.cpus = sorted(self._proc.cpu_affinity())
-        except (AttributeError, psutil.Error):  # no affinity on this platform (macOS): every CPU
-            self.cpus = list(range(psutil.cpu_count() or 1))
+        self.cpus = own_cpus(self._proc)
         self.other_s = 0.0
         self.app_s = 0.0  # the app's page work's CPU time over the spans (its threads here, or its UI process)
         self.wall_s = 0.0
