@@ -573,7 +573,7 @@ def test_engine_failure_is_shown_not_raised(app, monkeypatch):
     from specviz.worker.protocol import EngineFailed
     from specviz.worker.races import RemoteRace
 
-    def broken(self, waiting=None):
+    def broken(self, waiting=None, settle=False):
         raise EngineFailed("RuntimeError: the draft model fell over")
 
     monkeypatch.setattr(RemoteRace, "step", broken)
